@@ -1,0 +1,57 @@
+// Subcommand registration for the rewind binary. Each register_* adds a CLI11 subcommand whose callback
+// runs the command and stores the process exit status in `exit_code`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "rewind/engine.h"
+
+namespace rwd::apps {
+
+struct RunOptions {
+  rwd::EngineOptions engine;
+  std::string prompt;
+  std::string prompt_ids;
+  std::string system;
+  int n_predict = 128;
+  rwd::SamplingParams sampling;
+  bool seed_given = false;
+  bool ignore_eos = false;
+  bool chat = false;
+  bool json = false;
+  int top_logprobs = 0;
+};
+void register_run(CLI::App& app, RunOptions& options, int& exit_code);
+
+struct InspectOptions {
+  std::string model;
+  bool all_metadata = false;
+};
+void register_inspect(CLI::App& app, InspectOptions& options, int& exit_code);
+
+struct MkModelOptions {
+  std::string arch;
+  std::string preset = "tiny";
+  std::string dtype = "f32";
+  uint64_t seed = 1;
+  std::string output;
+};
+void register_mkmodel(CLI::App& app, MkModelOptions& options, int& exit_code);
+
+struct BenchOptions {
+  std::string model;
+  std::string threads = "0";
+  int n_prompt = 64;
+  int n_gen = 64;
+  int reps = 3;
+  bool json = false;
+};
+void register_bench(CLI::App& app, BenchOptions& options, int& exit_code);
+
+// Prints "rewind: <message>" to stderr and returns exit status 1.
+int report_error(const std::string& message);
+
+}  // namespace rwd::apps

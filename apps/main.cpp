@@ -1,0 +1,26 @@
+// rewind: one binary, subcommands run, inspect, mkmodel, bench. Each subcommand lives in its own file
+// and uses only the public API (include/rewind).
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rewind: exact, fast speculative decoding for hybrid attention/recurrent LLMs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "rewind 0.1.0");
+  int exit_code = 0;
+  rwd::apps::RunOptions run_options;
+  rwd::apps::register_run(app, run_options, exit_code);
+  rwd::apps::InspectOptions inspect_options;
+  rwd::apps::register_inspect(app, inspect_options, exit_code);
+  rwd::apps::MkModelOptions mkmodel_options;
+  rwd::apps::register_mkmodel(app, mkmodel_options, exit_code);
+  rwd::apps::BenchOptions bench_options;
+  rwd::apps::register_bench(app, bench_options, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  return exit_code;
+}

@@ -1,0 +1,161 @@
+// Dot-product and matmul kernels, reported as bytes of weight read per second (the number that bounds decode
+// speed). VecDot runs one L1-resident weight row with each ISA's kernel explicitly (compute ceiling);
+// Matmul runs the dispatched kernels (REWIND_ISA=scalar for the scalar ones) on a 768² or 2048² weight that
+// stays in the last-level cache; MatmulCold cycles through enough 2048² weights (>= 256 MiB) that every call
+// streams its weight from DRAM, the real decode case. Args: dtype id, n, activation rows, threads.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vec_dot.h"
+#include "kernels/cpu/vec_dot_impl.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace rwd::kernels::cpu {
+namespace {
+
+using tensor::DType;
+
+constexpr DType kTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
+                            DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(n));
+  for (float& v : values) v = normal(engine);
+  return values;
+}
+
+// A weight [n_out, n_in]; rows are quantized once and copied, which is enough for timing.
+struct Weight {
+  std::vector<uint8_t> bytes;
+  tensor::Tensor tensor;
+};
+
+std::unique_ptr<Weight> make_weight(DType type, int64_t n_out, int64_t n_in) {
+  auto weight = std::make_unique<Weight>();
+  const size_t row_bytes = tensor::row_bytes(type, n_in);
+  weight->bytes.resize(row_bytes * static_cast<size_t>(n_out));
+  const int64_t n_distinct = std::min<int64_t>(n_out, 16);
+  for (int64_t o = 0; o < n_distinct; ++o) {
+    const std::vector<float> row = random_floats(n_in, static_cast<uint64_t>(o));
+    tensor::dtype_traits(type).from_float(row.data(), weight->bytes.data() + o * row_bytes, n_in);
+  }
+  for (int64_t o = n_distinct; o < n_out; ++o) {
+    std::copy_n(weight->bytes.data() + (o % n_distinct) * row_bytes, row_bytes, weight->bytes.data() + o * row_bytes);
+  }
+  weight->tensor.name = "bench.weight";
+  weight->tensor.dtype = type;
+  weight->tensor.n_dims = 2;
+  weight->tensor.ne = {n_in, n_out, 1, 1};
+  weight->tensor.data = weight->bytes.data();
+  return weight;
+}
+
+ThreadPool& pool_with(int n_threads) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& pool = pools[n_threads];
+  if (!pool) pool = std::make_unique<ThreadPool>(n_threads);
+  return *pool;
+}
+
+void vec_dot_bench(benchmark::State& state, bool avx2) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t n = state.range(1);
+  if (avx2 && !avx2_supported()) {
+    state.SkipWithError("no AVX2 on this CPU");
+    return;
+  }
+  const VecDotKernel kernel = avx2 ? avx2::vec_dot_kernel(type) : scalar::vec_dot_kernel(type);
+  const QuantizeRowFn quantize = avx2 ? avx2::quantize_row_fn(tensor::dtype_traits(type).vec_dot_type)
+                                      : scalar::quantize_row_fn(tensor::dtype_traits(type).vec_dot_type);
+  const auto weight = make_weight(type, 1, n);
+  const std::vector<float> x = random_floats(n, 99);
+  std::vector<uint8_t> act(tensor::row_bytes(tensor::dtype_traits(type).vec_dot_type, n));
+  quantize(x.data(), act.data(), n);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kernel.one(n, weight->bytes.data(), act.data()));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight->bytes.size()));
+  state.SetLabel(std::string(tensor::dtype_name(type)) + (avx2 ? " avx2" : " scalar"));
+}
+
+void BM_VecDotScalar(benchmark::State& state) { vec_dot_bench(state, false); }
+void BM_VecDotAvx2(benchmark::State& state) { vec_dot_bench(state, true); }
+
+void BM_Matmul(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t n = state.range(1), n_rows = state.range(2);
+  const auto weight = make_weight(type, n, n);
+  const std::vector<float> x = random_floats(n * n_rows, 7);
+  std::vector<float> y(static_cast<size_t>(n * n_rows));
+  MatmulScratch scratch;
+  ThreadPool& pool = pool_with(static_cast<int>(state.range(3)));
+  for (auto _ : state) {
+    matmul(weight->tensor, x.data(), n_rows, y.data(), scratch, pool);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight->bytes.size()));
+  state.SetLabel(std::string(tensor::dtype_name(type)) + " " + isa_name());
+}
+
+void BM_MatmulCold(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t n = state.range(1), n_rows = state.range(2);
+  const size_t weight_bytes = tensor::row_bytes(type, n) * static_cast<size_t>(n);
+  const size_t n_weights = std::max<size_t>(2, (size_t{256} << 20) / weight_bytes);
+  std::vector<std::unique_ptr<Weight>> weights;
+  for (size_t i = 0; i < n_weights; ++i) weights.push_back(make_weight(type, n, n));
+  const std::vector<float> x = random_floats(n * n_rows, 7);
+  std::vector<float> y(static_cast<size_t>(n * n_rows));
+  MatmulScratch scratch;
+  ThreadPool& pool = pool_with(static_cast<int>(state.range(3)));
+  size_t next = 0;
+  for (auto _ : state) {
+    matmul(weights[next]->tensor, x.data(), n_rows, y.data(), scratch, pool);
+    next = (next + 1) % n_weights;
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight_bytes));
+  state.SetLabel(std::string(tensor::dtype_name(type)) + " " + isa_name());
+}
+
+void vec_dot_args(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"dtype", "n"});
+  for (DType type : kTypes) bench->Args({static_cast<int64_t>(type), 2048});
+}
+
+void matmul_args(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
+  for (DType type : kTypes) {
+    for (int64_t n : {768, 2048}) {
+      for (int64_t rows : {1, 4, 8}) {
+        for (int64_t threads : {1, 2}) bench->Args({static_cast<int64_t>(type), n, rows, threads});
+      }
+    }
+  }
+}
+
+void matmul_cold_args(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
+  for (DType type : kTypes) {
+    for (int64_t threads : {1, 2}) bench->Args({static_cast<int64_t>(type), 2048, 1, threads});
+  }
+}
+
+BENCHMARK(BM_VecDotScalar)->Apply(vec_dot_args);
+BENCHMARK(BM_VecDotAvx2)->Apply(vec_dot_args);
+BENCHMARK(BM_Matmul)->Apply(matmul_args);
+BENCHMARK(BM_MatmulCold)->Apply(matmul_cold_args);
+
+}  // namespace
+}  // namespace rwd::kernels::cpu

@@ -1,0 +1,47 @@
+// Helpers behind the CLI's inspect, mkmodel and bench subcommands, kept behind the public API so the apps
+// never touch GGUF, tensors or kernels directly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace rwd {
+
+struct TensorSummary {
+  std::string name;
+  std::string type;
+  std::vector<int64_t> shape;  // outermost first
+  uint64_t n_bytes = 0;
+};
+
+struct FileSummary {
+  std::string path;
+  uint32_t version = 0;
+  uint64_t file_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;  // key, rendered value
+  std::vector<TensorSummary> tensors;
+};
+
+// Reads a GGUF file's metadata and tensor directory (no model is built).
+Result<FileSummary> inspect_file(const std::string& path);
+
+struct SyntheticModelOptions {
+  std::string arch;           // a registry name: llama, qwen3, gemma3, ...
+  std::string preset = "tiny";  // tiny | small
+  std::string dtype = "f32";    // weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k
+  uint64_t seed = 1;
+  std::string output_path;
+};
+
+// Writes a random-weight GGUF with llama.cpp's names and conventions and a byte-level tokenizer.
+Status make_synthetic_model(const SyntheticModelOptions& options);
+std::vector<std::string> synthetic_arch_names();
+
+// Streams a buffer much larger than the caches with n_threads readers and returns GB/s (1e9 bytes/s):
+// the ceiling a memory-bound decode step can reach on this machine.
+double measure_read_bandwidth_gbps(int n_threads);
+
+}  // namespace rwd

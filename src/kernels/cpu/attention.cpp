@@ -1,0 +1,152 @@
+// Attention driver (shape checks, the work split over threads) and the portable group kernel.
+// Every (token, head) pair is computed start to finish by one thread, with arithmetic that depends only on
+// that pair's query and key range: the thread count, the batch and the grouping of heads cannot change a bit.
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/check.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/float_kernel_variants.h"
+
+namespace rwd::kernels::cpu {
+
+void attention(const float* q, const int32_t* positions, int64_t n_tokens, const float* k, const float* v,
+               int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool) {
+  detail::attention_with(has_avx2_fma() ? detail::attention_group_avx2 : detail::attention_group_scalar, q,
+                         positions, n_tokens, k, v, n_kv, out, params, pool);
+}
+
+namespace detail {
+
+void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
+                    const float* k, const float* v, int64_t n_kv, float* out, const AttentionParams& params,
+                    ThreadPool* pool) {
+  REWIND_CHECK(params.n_head_kv > 0 && params.n_head % params.n_head_kv == 0,
+               "n_head {} is not a multiple of n_head_kv {}", params.n_head, params.n_head_kv);
+  REWIND_CHECK(params.head_dim > 0 && params.head_dim <= kAttentionMaxHeadDim, "head_dim {} outside [1, {}]",
+               params.head_dim, kAttentionMaxHeadDim);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    REWIND_CHECK(positions[t] >= 0 && positions[t] < n_kv, "token {} has position {}, outside the {} KV rows", t,
+                 positions[t], n_kv);
+  }
+  const int64_t head_dim = params.head_dim;
+  const int64_t n_group = params.n_head / params.n_head_kv;
+  const int64_t kv_stride = params.n_head_kv * head_dim;
+  const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
+  // Each KV head's query heads are split into n_split contiguous sub-groups of at most kAttentionMaxGroup:
+  // as few as possible, so K/V blocks are shared by many heads, but enough for every thread to have work in
+  // decode. Only speed depends on this: each head's arithmetic is the same in any sub-group.
+  const int64_t n_split_min = (n_group + kAttentionMaxGroup - 1) / kAttentionMaxGroup;
+  const int64_t n_split_busy = (n_threads + n_tokens * params.n_head_kv - 1) / (n_tokens * params.n_head_kv);
+  const int64_t n_split = std::min(n_group, std::max(n_split_min, n_split_busy));
+  // Items run KV-head-major, tokens innermost: a thread's contiguous range covers whole sub-groups over all
+  // tokens, which balances the causal triangle in prefill and keeps one KV head's rows in that thread's cache.
+  auto run_items = [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item % n_tokens;
+      const int64_t split = (item / n_tokens) % n_split;
+      const int64_t kv_head = item / (n_tokens * n_split);
+      const int64_t h_begin = kv_head * n_group + n_group * split / n_split;
+      const int64_t h_end = kv_head * n_group + n_group * (split + 1) / n_split;
+      const int64_t pos = positions[t];
+      const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+      const int64_t kv_offset = first * kv_stride + kv_head * head_dim;
+      const int64_t row_offset = (t * params.n_head + h_begin) * head_dim;
+      group_fn(AttentionGroup{.q = q + row_offset,
+                              .n_queries = h_end - h_begin,
+                              .k = k + kv_offset,
+                              .v = v + kv_offset,
+                              .kv_stride = kv_stride,
+                              .n_keys = pos - first + 1,
+                              .head_dim = head_dim,
+                              .scale = params.scale,
+                              .softcap = params.softcap,
+                              .out = out + row_offset});
+    }
+  };
+  const int64_t n_items = params.n_head_kv * n_split * n_tokens;
+  if (n_threads > 1 && n_items > 1) {
+    pool->parallel_for(n_items, run_items);
+  } else {
+    run_items(0, n_items);
+  }
+}
+
+namespace {
+
+// The online-softmax state of one query head.
+struct QueryState {
+  float running_max;
+  double weight_sum;
+  double* acc;  // [head_dim], sum of weight * value scaled to running_max
+};
+
+// One block of keys for one query head: scores, then, if the block raises the running maximum, the float64
+// accumulators are rescaled by exp(old - new); the block's weighted values are summed in float and folded into
+// the float64 accumulator.
+void block_step_scalar(const AttentionGroup& group, const float* q, const float* k_block, const float* v_block,
+                       int64_t n, QueryState& state, float* weights, float* block_acc) {
+  const int64_t head_dim = group.head_dim;
+  float block_max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k_row = k_block + j * group.kv_stride;
+    float partial[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int64_t d = 0;
+    for (; d + 4 <= head_dim; d += 4) {
+      for (int lane = 0; lane < 4; ++lane) partial[lane] += q[d + lane] * k_row[d + lane];
+    }
+    float dot = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+    for (; d < head_dim; ++d) dot += q[d] * k_row[d];
+    float score = dot * group.scale;
+    if (group.softcap > 0.0f) score = group.softcap * std::tanh(score / group.softcap);
+    weights[j] = score;
+    block_max = std::max(block_max, score);
+  }
+  if (block_max > state.running_max) {
+    const double factor = std::exp(static_cast<double>(state.running_max) - static_cast<double>(block_max));
+    for (int64_t d = 0; d < head_dim; ++d) state.acc[d] *= factor;
+    state.weight_sum *= factor;
+    state.running_max = block_max;
+  }
+  std::fill(block_acc, block_acc + head_dim, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const float weight = std::exp(weights[j] - state.running_max);
+    state.weight_sum += weight;
+    const float* v_row = v_block + j * group.kv_stride;
+    for (int64_t d = 0; d < head_dim; ++d) block_acc[d] += weight * v_row[d];
+  }
+  for (int64_t d = 0; d < head_dim; ++d) state.acc[d] += block_acc[d];
+}
+
+}  // namespace
+
+void attention_group_scalar(const AttentionGroup& group) {
+  const int64_t head_dim = group.head_dim;
+  double acc[kAttentionMaxGroup * kAttentionMaxHeadDim];
+  float block_acc[kAttentionMaxHeadDim];
+  float weights[kAttentionBlock];
+  QueryState states[kAttentionMaxGroup];
+  for (int64_t i = 0; i < group.n_queries; ++i) {
+    states[i] = {.running_max = -std::numeric_limits<float>::infinity(), .weight_sum = 0.0,
+                 .acc = acc + i * head_dim};
+    std::fill(states[i].acc, states[i].acc + head_dim, 0.0);
+  }
+  for (int64_t block = 0; block < group.n_keys; block += kAttentionBlock) {
+    const int64_t n = std::min(kAttentionBlock, group.n_keys - block);
+    for (int64_t i = 0; i < group.n_queries; ++i) {
+      block_step_scalar(group, group.q + i * head_dim, group.k + block * group.kv_stride,
+                        group.v + block * group.kv_stride, n, states[i], weights, block_acc);
+    }
+  }
+  for (int64_t i = 0; i < group.n_queries; ++i) {
+    float* out = group.out + i * head_dim;
+    for (int64_t d = 0; d < head_dim; ++d) out[d] = static_cast<float>(states[i].acc[d] / states[i].weight_sum);
+  }
+}
+
+}  // namespace detail
+}  // namespace rwd::kernels::cpu

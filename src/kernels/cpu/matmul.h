@@ -1,0 +1,28 @@
+// y = x · Wᵀ for a weight W stored [n_out, n_in] in any supported dtype and float activations.
+// Activations are quantized once per call to the weight type's partner format; threads split output rows
+// (weight rows), and each weight row is applied to all n_rows activation rows while it sits in cache, so the
+// weights stream from memory once per call. Batch-invariant: row r of y is bit-identical whatever n_rows is.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace rwd {
+class ThreadPool;
+}
+
+namespace rwd::kernels::cpu {
+
+// Reusable scratch for quantized activations; grows to the largest call and is then reused, so a token
+// step does not allocate once warmed up.
+struct MatmulScratch {
+  std::vector<uint8_t> activations;
+};
+
+// x: [n_rows, n_in] float, y: [n_rows, n_out] float (must not alias x).
+void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
+            ThreadPool& pool);
+
+}  // namespace rwd::kernels::cpu

@@ -1,0 +1,233 @@
+// Scalar dot-product kernels (plain x86-64, any CPU): one weight row against one activation row in the weight
+// type's partner format. Integer sums per block, float accumulation over blocks in block order; float rows
+// use eight interleaved partial sums. The AVX2 versions live in vec_dot_avx2.cpp; dispatch.cpp chooses.
+#include <cstring>
+
+#include "base/half.h"
+#include "kernels/cpu/vec_dot_impl.h"
+#include "tensor/quant/blocks.h"
+#include "tensor/quant/reference.h"
+
+namespace rwd::kernels::cpu::scalar {
+namespace {
+
+using tensor::DType;
+namespace q = tensor::quant;
+
+// Sums w[i] * x[i] into eight partial sums by i % 8 (the tail joins them the same way), then adds the partial
+// sums pairwise; the order depends only on n.
+template <typename LoadWeight>
+float dot_float_row(int64_t n, const float* x, LoadWeight load_weight) {
+  float partial[8] = {};
+  for (int64_t i = 0; i < n; ++i) partial[i % 8] += load_weight(i) * x[i];
+  return ((partial[0] + partial[4]) + (partial[2] + partial[6])) +
+         ((partial[1] + partial[5]) + (partial[3] + partial[7]));
+}
+
+float dot_f32(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const float*>(weight);
+  return dot_float_row(n, static_cast<const float*>(activation), [w](int64_t i) { return w[i]; });
+}
+
+float dot_f16(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const uint16_t*>(weight);
+  return dot_float_row(n, static_cast<const float*>(activation), [w](int64_t i) { return fp16_to_fp32(w[i]); });
+}
+
+float dot_bf16(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const uint16_t*>(weight);
+  return dot_float_row(n, static_cast<const float*>(activation), [w](int64_t i) { return bf16_to_fp32(w[i]); });
+}
+
+uint32_t load_u32(const uint8_t* bytes) {
+  uint32_t word;
+  std::memcpy(&word, bytes, sizeof(word));
+  return word;
+}
+
+// Values j and j + 16 of a 32-value block with nibbles, with the fifth bits (zero for 4-bit types) of qh.
+inline int low_value(const uint8_t* qs, uint32_t qh, int j) {
+  return (qs[j] & 15) | static_cast<int>(((qh >> j) & 1) << 4);
+}
+inline int high_value(const uint8_t* qs, uint32_t qh, int j) {
+  return (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+}
+
+// Integer dot product of a 32-value nibble block (minus offset) with q8 values.
+inline int nibble_block_dot(const uint8_t* qs, uint32_t qh, int offset, const int8_t* a) {
+  int sum = 0;
+  for (int j = 0; j < 16; ++j) {
+    sum += (low_value(qs, qh, j) - offset) * a[j];
+    sum += (high_value(qs, qh, j) - offset) * a[j + 16];
+  }
+  return sum;
+}
+
+float dot_q4_0(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockQ4_0*>(weight);
+  const auto* a = static_cast<const q::BlockQ8_0*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    const int dot = nibble_block_dot(w[b].qs, 0, 8, a[b].qs);
+    sum += (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) * static_cast<float>(dot);
+  }
+  return sum;
+}
+
+float dot_q5_0(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockQ5_0*>(weight);
+  const auto* a = static_cast<const q::BlockQ8_0*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    const int dot = nibble_block_dot(w[b].qs, load_u32(w[b].qh), 16, a[b].qs);
+    sum += (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) * static_cast<float>(dot);
+  }
+  return sum;
+}
+
+// q4_1 / q5_1: sum (d q + m) x = d_w d_a sum(q qa) + m_w s_a, with s_a = d_a sum(qa) stored by the quantizer.
+float dot_q4_1(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockQ4_1*>(weight);
+  const auto* a = static_cast<const q::BlockQ8_1*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    const int dot = nibble_block_dot(w[b].qs, 0, 0, a[b].qs);
+    sum += (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) * static_cast<float>(dot);
+    sum += fp16_to_fp32(w[b].m) * fp16_to_fp32(a[b].s);
+  }
+  return sum;
+}
+
+float dot_q5_1(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockQ5_1*>(weight);
+  const auto* a = static_cast<const q::BlockQ8_1*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    const int dot = nibble_block_dot(w[b].qs, load_u32(w[b].qh), 0, a[b].qs);
+    sum += (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) * static_cast<float>(dot);
+    sum += fp16_to_fp32(w[b].m) * fp16_to_fp32(a[b].s);
+  }
+  return sum;
+}
+
+float dot_q8_0(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockQ8_0*>(weight);
+  const auto* a = static_cast<const q::BlockQ8_0*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    int dot = 0;
+    for (int j = 0; j < q::kBlock32; ++j) dot += w[b].qs[j] * a[b].qs[j];
+    sum += (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) * static_cast<float>(dot);
+  }
+  return sum;
+}
+
+// q4_K / q5_K: sum over sub-blocks j of d sc_j sum(q qa) - dmin m_j sum(qa), everything times d_a; the sums of
+// qa come from the q8_K bsums (two groups of 16 per sub-block).
+template <bool kFifthBit, typename Block>
+float dot_k_affine(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const Block*>(weight);
+  const auto* a = static_cast<const q::BlockQ8K*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+    int scaled_dot = 0;
+    int scaled_min = 0;
+    for (int c = 0; c < 4; ++c) {
+      uint8_t sc_low, m_low, sc_high, m_high;
+      q::unpack_k_scale_min(w[b].scales, 2 * c, sc_low, m_low);
+      q::unpack_k_scale_min(w[b].scales, 2 * c + 1, sc_high, m_high);
+      const uint8_t* qs = w[b].qs + 32 * c;
+      const int8_t* a_low = a[b].qs + 64 * c;
+      const int8_t* a_high = a_low + 32;
+      int dot_low = 0, dot_high = 0;
+      for (int l = 0; l < 32; ++l) {
+        int low = qs[l] & 15;
+        int high = qs[l] >> 4;
+        if constexpr (kFifthBit) {
+          low |= ((w[b].qh[l] >> (2 * c)) & 1) << 4;
+          high |= ((w[b].qh[l] >> (2 * c + 1)) & 1) << 4;
+        }
+        dot_low += low * a_low[l];
+        dot_high += high * a_high[l];
+      }
+      scaled_dot += sc_low * dot_low + sc_high * dot_high;
+      scaled_min += m_low * (a[b].bsums[4 * c] + a[b].bsums[4 * c + 1]);
+      scaled_min += m_high * (a[b].bsums[4 * c + 2] + a[b].bsums[4 * c + 3]);
+    }
+    sum += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(scaled_dot);
+    sum -= (fp16_to_fp32(w[b].dmin) * a[b].d) * static_cast<float>(scaled_min);
+  }
+  return sum;
+}
+
+float dot_q6_k(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockQ6K*>(weight);
+  const auto* a = static_cast<const q::BlockQ8K*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+    int group_dot[16] = {};
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[b].ql + 64 * h;
+      const uint8_t* qh = w[b].qh + 32 * h;
+      const int8_t* av = a[b].qs + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int v[4] = {(ql[l] & 15) | ((qh[l] & 3) << 4), (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4),
+                          (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
+        for (int k = 0; k < 4; ++k) group_dot[(128 * h + 32 * k + l) / 16] += (v[k] - 32) * av[32 * k + l];
+      }
+    }
+    int scaled_dot = 0;
+    for (int g = 0; g < 16; ++g) scaled_dot += w[b].scales[g] * group_dot[g];
+    sum += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(scaled_dot);
+  }
+  return sum;
+}
+
+template <VecDotFn kOne>
+void rows_by_one(int64_t n, const void* weight, const void* activations, size_t activation_row_bytes,
+                 int64_t n_act_rows, float* out, int64_t out_stride) {
+  const auto* act = static_cast<const uint8_t*>(activations);
+  for (int64_t r = 0; r < n_act_rows; ++r) {
+    out[r * out_stride] = kOne(n, weight, act + static_cast<size_t>(r) * activation_row_bytes);
+  }
+}
+
+template <VecDotFn kOne>
+constexpr VecDotKernel make_kernel() {
+  return {kOne, rows_by_one<kOne>};
+}
+
+void copy_f32_row(const float* x, void* activation_row, int64_t n) {
+  std::memcpy(activation_row, x, static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace
+
+VecDotKernel vec_dot_kernel(DType weight_type) {
+  switch (weight_type) {
+    case DType::f32: return make_kernel<dot_f32>();
+    case DType::f16: return make_kernel<dot_f16>();
+    case DType::bf16: return make_kernel<dot_bf16>();
+    case DType::q4_0: return make_kernel<dot_q4_0>();
+    case DType::q4_1: return make_kernel<dot_q4_1>();
+    case DType::q5_0: return make_kernel<dot_q5_0>();
+    case DType::q5_1: return make_kernel<dot_q5_1>();
+    case DType::q8_0: return make_kernel<dot_q8_0>();
+    case DType::q4_k: return make_kernel<dot_k_affine<false, q::BlockQ4K>>();
+    case DType::q5_k: return make_kernel<dot_k_affine<true, q::BlockQ5K>>();
+    case DType::q6_k: return make_kernel<dot_q6_k>();
+    default: return {};
+  }
+}
+
+QuantizeRowFn quantize_row_fn(DType activation_type) {
+  switch (activation_type) {
+    case DType::f32: return copy_f32_row;
+    case DType::q8_0: return q::from_float_q8_0;
+    case DType::q8_1: return q::from_float_q8_1;
+    case DType::q8_k: return q::from_float_q8_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace rwd::kernels::cpu::scalar

@@ -1,0 +1,12 @@
+// One accessor per architecture file; registry.cpp lists them.
+#pragma once
+
+#include "model/arch_info.h"
+
+namespace rwd::model::arch {
+
+const ArchInfo& llama();
+const ArchInfo& qwen3();
+const ArchInfo& gemma3();
+
+}  // namespace rwd::model::arch

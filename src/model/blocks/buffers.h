@@ -1,0 +1,19 @@
+// Indices of the ForwardContext scratch buffers each block uses, in one place so two blocks that are live
+// at the same time never share one.
+#pragma once
+
+namespace rwd::model::blocks {
+
+enum BufferIndex : int {
+  kBufferNormed = 0,    // normed residual, input of a mixer or FFN
+  kBufferMixerOut = 1,  // output of attention / recurrent mixer, before the residual add
+  kBufferQ = 2,
+  kBufferK = 3,
+  kBufferV = 4,
+  kBufferAttnOut = 5,
+  kBufferFfnGate = 6,
+  kBufferFfnUp = 7,
+  kBufferFfnOut = 8,
+};
+
+}  // namespace rwd::model::blocks

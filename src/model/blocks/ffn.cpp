@@ -1,0 +1,29 @@
+#include "model/blocks/ffn.h"
+
+#include "kernels/cpu/glu.h"
+#include "kernels/cpu/matmul.h"
+#include "model/blocks/buffers.h"
+
+namespace rwd::model::blocks {
+
+void ffn(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
+  const HParams& hp = model.hparams();
+  const LayerWeights& lw = model.weights().layers[il];
+  const int64_t n_tokens = ctx.n_tokens();
+  float* gate = ctx.buffer(kBufferFfnGate, n_tokens * hp.n_ff);  // [n_tokens, n_ff]
+  float* up = ctx.buffer(kBufferFfnUp, n_tokens * hp.n_ff);      // [n_tokens, n_ff]
+  kernels::cpu::matmul(lw.ffn_gate, x, n_tokens, gate, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul(lw.ffn_up, x, n_tokens, up, ctx.matmul_scratch(), ctx.pool());
+  if (hp.ffn_activation == FfnActivation::gelu_tanh) {
+    kernels::cpu::geglu(gate, up, gate, n_tokens * hp.n_ff);
+  } else {
+    kernels::cpu::swiglu(gate, up, gate, n_tokens * hp.n_ff);
+  }
+  kernels::cpu::matmul(lw.ffn_down, gate, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+}
+
+void add_residual(float* residual, const float* delta, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) residual[i] += delta[i];
+}
+
+}  // namespace rwd::model::blocks

@@ -1,0 +1,162 @@
+#include "model/dense_transformer.h"
+
+#include <fmt/format.h>
+
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+
+#include "kernels/cpu/rms_norm.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+
+namespace rwd::model {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+
+std::string key(const HParams& hp, ArchKey which) { return gguf::arch_key(hp.arch, which); }
+
+Result<int64_t> positive(const gguf::GgufFile& file, const std::string& name) {
+  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(name));
+  if (value == 0 || value > (1u << 24)) return Status::errorf("{} is {}, expected 1 .. 16777216", name, value);
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
+
+Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
+  REWIND_ASSIGN_OR_RETURN(hp.n_embd, positive(file, key(hp, ArchKey::embedding_length)));
+  REWIND_ASSIGN_OR_RETURN(hp.n_layer, positive(file, key(hp, ArchKey::block_count)));
+  REWIND_ASSIGN_OR_RETURN(hp.n_head, positive(file, key(hp, ArchKey::attention_head_count)));
+  hp.n_head_kv = hp.n_head;
+  if (file.has(key(hp, ArchKey::attention_head_count_kv))) {
+    REWIND_ASSIGN_OR_RETURN(hp.n_head_kv, positive(file, key(hp, ArchKey::attention_head_count_kv)));
+  }
+  if (hp.n_head % hp.n_head_kv != 0) {
+    return Status::errorf("{} = {} is not a multiple of {} = {}", key(hp, ArchKey::attention_head_count), hp.n_head,
+                          key(hp, ArchKey::attention_head_count_kv), hp.n_head_kv);
+  }
+  hp.head_dim = hp.n_embd / hp.n_head;
+  if (file.has(key(hp, ArchKey::attention_key_length))) {
+    REWIND_ASSIGN_OR_RETURN(hp.head_dim, positive(file, key(hp, ArchKey::attention_key_length)));
+  }
+  if (file.has(key(hp, ArchKey::attention_value_length))) {
+    REWIND_ASSIGN_OR_RETURN(int64_t value_length, positive(file, key(hp, ArchKey::attention_value_length)));
+    if (value_length != hp.head_dim) {
+      return Status::errorf("{} = {} differs from the key length {}; not supported for {}",
+                            key(hp, ArchKey::attention_value_length), value_length, hp.head_dim, hp.arch);
+    }
+  }
+  REWIND_ASSIGN_OR_RETURN(hp.n_ff, positive(file, key(hp, ArchKey::feed_forward_length)));
+  REWIND_ASSIGN_OR_RETURN(hp.rms_eps, file.get_f32(key(hp, ArchKey::attention_layer_norm_rms_epsilon)));
+  if (!(hp.rms_eps > 0.0f && hp.rms_eps < 1.0f)) {
+    return Status::errorf("{} is {}, expected a small positive number", key(hp, ArchKey::attention_layer_norm_rms_epsilon),
+                          hp.rms_eps);
+  }
+  REWIND_ASSIGN_OR_RETURN(uint32_t n_ctx_train, file.get_u32_or(key(hp, ArchKey::context_length), 4096));
+  hp.n_ctx_train = n_ctx_train;
+  REWIND_ASSIGN_OR_RETURN(uint32_t n_rot, file.get_u32_or(key(hp, ArchKey::rope_dimension_count),
+                                                          static_cast<uint32_t>(hp.head_dim)));
+  hp.n_rot = n_rot;
+  if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
+    return Status::errorf("{} is {}, expected an even number in [2, {}]", key(hp, ArchKey::rope_dimension_count), hp.n_rot,
+                          hp.head_dim);
+  }
+  REWIND_ASSIGN_OR_RETURN(float freq_base, file.get_f32_or(key(hp, ArchKey::rope_freq_base), 10000.0f));
+  float freq_scale = 1.0f;
+  REWIND_ASSIGN_OR_RETURN(std::string scaling, file.get_string_or(key(hp, ArchKey::rope_scaling_type), "none"));
+  if (scaling == "linear") {
+    REWIND_ASSIGN_OR_RETURN(float factor, file.get_f32_or(key(hp, ArchKey::rope_scaling_factor), 1.0f));
+    if (!(factor > 0.0f)) return Status::errorf("{} is {}, expected > 0", key(hp, ArchKey::rope_scaling_factor), factor);
+    freq_scale = 1.0f / factor;
+  } else if (scaling != "none") {
+    return Status::errorf("{} is '{}'; rewind supports 'none' and 'linear'", key(hp, ArchKey::rope_scaling_type), scaling);
+  }
+  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerParams{false, freq_base, freq_scale});
+  hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+
+  REWIND_ASSIGN_OR_RETURN(std::vector<std::string> tokens, file.get_string_array(gguf::kTokenizerTokens));
+  hp.n_vocab = static_cast<int64_t>(tokens.size());
+  if (file.has(key(hp, ArchKey::vocab_size))) {
+    REWIND_ASSIGN_OR_RETURN(uint64_t vocab_size, file.get_u64(key(hp, ArchKey::vocab_size)));
+    if (static_cast<int64_t>(vocab_size) < hp.n_vocab) {
+      return Status::errorf("{} is {} but tokenizer.ggml.tokens has {} entries", key(hp, ArchKey::vocab_size), vocab_size,
+                            hp.n_vocab);
+    }
+    hp.n_vocab = static_cast<int64_t>(vocab_size);
+  }
+  return Status::ok();
+}
+
+Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w) {
+  const int64_t n_embd = hp.n_embd;
+  const int64_t q_width = hp.n_head * hp.head_dim;
+  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
+  if (tensor::dtype_traits(w.token_embd.dtype).to_float == nullptr) {
+    return Status::errorf("tensor 'token_embd.weight' has type {}, which rewind cannot read",
+                          tensor::dtype_name(w.token_embd.dtype));
+  }
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
+  if (binder.has(gguf::tensor_name(TensorKind::output))) {
+    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
+  } else {
+    w.output = w.token_embd;
+  }
+  if (binder.has("rope_freqs.weight")) {
+    return Status::error("tensor 'rope_freqs.weight' (llama-3 style rope frequency factors) is not supported yet");
+  }
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& lw = w.layers[il];
+    auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+    REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
+    if (set.qk_norm) {
+      REWIND_ASSIGN_OR_RETURN(lw.attn_q_norm, binder.vector(name(TensorKind::attn_q_norm), hp.head_dim));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_k_norm, binder.vector(name(TensorKind::attn_k_norm), hp.head_dim));
+    }
+    if (set.post_norms) {
+      REWIND_ASSIGN_OR_RETURN(lw.attn_post_norm, binder.vector(name(TensorKind::attn_post_norm), n_embd));
+      REWIND_ASSIGN_OR_RETURN(lw.ffn_post_norm, binder.vector(name(TensorKind::ffn_post_norm), n_embd));
+    }
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+  }
+  return Status::ok();
+}
+
+void forward_dense_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const Weights& w = model.weights();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n = n_tokens * hp.n_embd;
+  float* x = ctx.hidden();                                            // [n_tokens, n_embd]
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);               // [n_tokens, n_embd]
+  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);              // [n_tokens, n_embd]
+  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);              // [n_tokens, n_embd]
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[il];
+    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::attention(model, ctx, il, il, normed, mixed);
+    if (hp.post_norms) kernels::cpu::rms_norm(mixed, lw.attn_post_norm.f32(), mixed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::add_residual(x, mixed, n);
+
+    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::ffn(model, ctx, il, normed, ffn_out);
+    if (hp.post_norms) kernels::cpu::rms_norm(ffn_out, lw.ffn_post_norm.f32(), ffn_out, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::add_residual(x, ffn_out, n);
+  }
+  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+}  // namespace rwd::model

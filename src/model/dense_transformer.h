@@ -1,0 +1,29 @@
+// Shared loading for the dense transformer families (llama, qwen3, gemma3): the metadata they have in
+// common and the per-layer tensors they share. Each arch file adds what is its own.
+#pragma once
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "model/hparams.h"
+#include "model/weight_binder.h"
+#include "model/weights.h"
+
+namespace rwd::model {
+
+struct DenseTensorSet {
+  bool qk_norm = false;
+  bool post_norms = false;
+};
+
+// Reads <arch>.embedding_length, block_count, attention.head_count(_kv), key_length, feed_forward_length,
+// rms epsilon, rope base/scale/dimension count, context_length and the vocabulary size.
+Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp);
+
+// token_embd, output_norm, output (or tied to token_embd) and every layer's attention + FFN tensors.
+Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w);
+
+// The plain pre-norm loop: x += attn(norm(x)); x += ffn(norm(x)) (with sandwich norms when post_norms),
+// then the final norm into ctx.hidden().
+void forward_dense_layers(const class Model& model, class ForwardContext& ctx);
+
+}  // namespace rwd::model

@@ -1,0 +1,108 @@
+#include "model/forward_context.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+#include "kernels/cpu/matmul.h"
+#include "model/arch_info.h"
+#include "model/model.h"
+
+namespace rwd::model {
+
+ForwardContext::ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens)
+    : model_(model), pool_(pool), max_batch_tokens_(max_batch_tokens) {
+  REWIND_CHECK(max_batch_tokens > 0, "max_batch_tokens must be positive, got {}", max_batch_tokens);
+  hidden_.resize(static_cast<size_t>(max_batch_tokens * model.hparams().n_embd));
+}
+
+float* ForwardContext::buffer(int index, int64_t n_floats) {
+  if (static_cast<size_t>(index) >= buffers_.size()) buffers_.resize(index + 1);
+  auto& storage = buffers_[index];
+  if (storage.size() < static_cast<size_t>(n_floats)) storage.resize(static_cast<size_t>(n_floats));
+  return storage.data();
+}
+
+Status ForwardContext::validate(const Batch& batch, const state::KvCache& kv) const {
+  const HParams& hp = model_.hparams();
+  const int64_t n = batch.size();
+  if (n == 0) return Status::error("empty batch");
+  if (n > max_batch_tokens_) {
+    return Status::errorf("batch of {} tokens exceeds the context's maximum of {}", n, max_batch_tokens_);
+  }
+  if (batch.positions.size() != batch.tokens.size() || batch.slots.size() != batch.tokens.size() ||
+      batch.want_logits.size() != batch.tokens.size()) {
+    return Status::error("batch arrays have different lengths");
+  }
+  std::vector<uint8_t> slot_seen(static_cast<size_t>(kv.n_slots()), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t token = batch.tokens[i];
+    if (token < 0 || token >= hp.n_vocab) {
+      return Status::errorf("token id {} at batch row {} is outside the vocabulary [0, {})", token, i, hp.n_vocab);
+    }
+    const int32_t slot = batch.slots[i];
+    if (slot < 0 || slot >= kv.n_slots()) {
+      return Status::errorf("slot {} at batch row {} is outside [0, {})", slot, i, kv.n_slots());
+    }
+    const int32_t pos = batch.positions[i];
+    if (pos < 0 || pos >= kv.n_ctx()) {
+      return Status::errorf("position {} at batch row {} is outside the context [0, {})", pos, i, kv.n_ctx());
+    }
+    const bool continues_run = i > 0 && batch.slots[i - 1] == slot;
+    if (continues_run) {
+      if (pos != batch.positions[i - 1] + 1) {
+        return Status::errorf("slot {}: position {} at batch row {} does not follow position {}", slot, pos, i,
+                              batch.positions[i - 1]);
+      }
+    } else {
+      if (slot_seen[slot]) return Status::errorf("slot {} appears in two separate runs of the batch", slot);
+      slot_seen[slot] = 1;
+    }
+  }
+  return Status::ok();
+}
+
+Status ForwardContext::forward(const Batch& batch, state::KvCache& kv, std::vector<float>& logits) {
+  REWIND_RETURN_IF_ERROR(validate(batch, kv));
+  const HParams& hp = model_.hparams();
+  const Weights& w = model_.weights();
+  batch_ = &batch;
+  kv_ = &kv;
+  slot_spans_.clear();
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    if (i == 0 || batch.slots[i] != batch.slots[i - 1]) slot_spans_.push_back({batch.slots[i], i, i});
+    slot_spans_.back().end = i + 1;
+  }
+
+  // Embedding rows are dequantized one token at a time: a token reads only its own row.
+  const auto& embd_traits = tensor::dtype_traits(w.token_embd.dtype);
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    float* row = hidden_.data() + i * hp.n_embd;
+    embd_traits.to_float(w.token_embd.row(batch.tokens[i]), row, hp.n_embd);
+    if (hp.embd_scale != 1.0f) {
+      for (int64_t j = 0; j < hp.n_embd; ++j) row[j] *= hp.embd_scale;
+    }
+  }
+
+  model_.arch().forward_layers(model_, *this);
+
+  const int64_t n_out = batch.n_logit_rows();
+  logit_rows_.resize(static_cast<size_t>(std::max<int64_t>(n_out, 1) * hp.n_embd));
+  int64_t r = 0;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    if (!batch.want_logits[i]) continue;
+    std::copy_n(hidden_.data() + i * hp.n_embd, hp.n_embd, logit_rows_.data() + r * hp.n_embd);
+    ++r;
+  }
+  logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
+  if (n_out > 0) kernels::cpu::matmul(w.output, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
+  if (hp.final_logit_softcap > 0.0f) {
+    const float cap = hp.final_logit_softcap;
+    for (float& value : logits) value = cap * std::tanh(value / cap);
+  }
+  batch_ = nullptr;
+  kv_ = nullptr;
+  return Status::ok();
+}
+
+}  // namespace rwd::model

@@ -1,0 +1,54 @@
+// ForwardContext: everything one forward needs besides the weights — the batch, the KV cache, the thread
+// pool and activation buffers sized once for the largest batch (no allocation inside a step once warm).
+// The per-slot runs of the batch are computed here so blocks can attend per slot.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+#include "model/batch.h"
+#include "state/kv_cache.h"
+
+namespace rwd::model {
+
+class Model;
+
+class ForwardContext {
+ public:
+  ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens);
+
+  // Runs `batch` over `kv` and writes the logits of the rows marked want_logits, [n_logit_rows, n_vocab],
+  // into `logits`. Errors name the bad token, position or slot; nothing is written to kv then.
+  Status forward(const Batch& batch, state::KvCache& kv, std::vector<float>& logits);
+
+  // Accessors for the blocks and architecture files while a forward runs.
+  const Batch& batch() const { return *batch_; }
+  const std::vector<SlotSpan>& slot_spans() const { return slot_spans_; }
+  state::KvCache& kv() { return *kv_; }
+  ThreadPool& pool() { return pool_; }
+  kernels::cpu::MatmulScratch& matmul_scratch() { return matmul_scratch_; }
+  int64_t n_tokens() const { return batch_->size(); }
+
+  // [n_tokens, n_embd] residual stream, and scratch rows of the widths the blocks ask for.
+  float* hidden() { return hidden_.data(); }
+  float* buffer(int index, int64_t n_floats);
+
+ private:
+  Status validate(const Batch& batch, const state::KvCache& kv) const;
+
+  const Model& model_;
+  ThreadPool& pool_;
+  int64_t max_batch_tokens_;
+  const Batch* batch_ = nullptr;
+  state::KvCache* kv_ = nullptr;
+  std::vector<SlotSpan> slot_spans_;
+  kernels::cpu::MatmulScratch matmul_scratch_;
+  std::vector<float> hidden_;
+  std::vector<std::vector<float>> buffers_;
+  std::vector<float> logit_rows_;
+};
+
+}  // namespace rwd::model

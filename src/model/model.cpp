@@ -1,0 +1,67 @@
+#include "model/model.h"
+
+#include "gguf/keys.h"
+#include "model/arch_info.h"
+#include "model/weight_binder.h"
+
+namespace rwd::model {
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+  REWIND_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::open(path));
+  return from_file(std::move(file));
+}
+
+Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> file) {
+  std::unique_ptr<Model> model(new Model());
+  REWIND_ASSIGN_OR_RETURN(std::string arch_name, file->get_string(gguf::kGeneralArchitecture));
+  const ArchInfo* arch = find_arch(arch_name);
+  if (arch == nullptr) {
+    std::string known;
+    for (std::string_view name : arch_names()) known += (known.empty() ? "" : ", ") + std::string(name);
+    return Status::errorf("{}: architecture '{}' is not supported (supported: {})", file->path(), arch_name, known);
+  }
+  model->arch_ = arch;
+  model->hparams_.arch = arch_name;
+  model->hparams_.name = file->get_string_or(gguf::kGeneralName, "").value();
+  Status status = arch->load_hparams(*file, model->hparams_);
+  if (!status) return status.with_context(file->path());
+  WeightBinder binder(*model, *file);
+  REWIND_RETURN_IF_ERROR(arch->bind_weights(binder, model->hparams_, model->weights_));
+  model->file_ = std::move(file);
+  return model;
+}
+
+std::vector<state::KvLayerSpec> Model::kv_specs() const {
+  std::vector<state::KvLayerSpec> specs;
+  for (int64_t il = 0; il < hparams_.n_layer; ++il) {
+    specs.push_back({hparams_.n_head_kv, hparams_.head_dim, hparams_.head_dim});
+  }
+  return specs;
+}
+
+namespace {
+
+size_t tensor_bytes(const tensor::Tensor& t) { return t.valid() ? t.n_bytes() : 0; }
+
+}  // namespace
+
+size_t Model::weight_bytes_per_token() const {
+  size_t bytes = tensor_bytes(weights_.output) + tensor_bytes(weights_.output_norm);
+  if (weights_.token_embd.valid()) bytes += weights_.token_embd.bytes_per_row();
+  for (const LayerWeights& lw : weights_.layers) {
+    for (const tensor::Tensor* t : {&lw.attn_norm, &lw.attn_q, &lw.attn_k, &lw.attn_v, &lw.attn_output,
+                                    &lw.attn_q_norm, &lw.attn_k_norm, &lw.attn_post_norm, &lw.ffn_norm,
+                                    &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_post_norm}) {
+      bytes += tensor_bytes(*t);
+    }
+  }
+  return bytes;
+}
+
+size_t Model::n_params() const {
+  size_t n = 0;
+  for (const gguf::TensorInfo& info : file_->tensors()) n += static_cast<size_t>(info.tensor.n_elements());
+  return n;
+}
+
+}  // namespace rwd::model

@@ -1,0 +1,29 @@
+// The only list of architectures: adding one is a file in arch/ and a row here (and its golden test).
+#include <array>
+
+#include "model/arch/architectures.h"
+
+namespace rwd::model {
+namespace {
+
+const std::array<const ArchInfo*, 3>& registry() {
+  static const std::array<const ArchInfo*, 3> rows = {&arch::llama(), &arch::qwen3(), &arch::gemma3()};
+  return rows;
+}
+
+}  // namespace
+
+const ArchInfo* find_arch(std::string_view name) {
+  for (const ArchInfo* info : registry()) {
+    if (info->name == name) return info;
+  }
+  return nullptr;
+}
+
+std::vector<std::string_view> arch_names() {
+  std::vector<std::string_view> names;
+  for (const ArchInfo* info : registry()) names.push_back(info->name);
+  return names;
+}
+
+}  // namespace rwd::model

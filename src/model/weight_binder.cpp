@@ -1,0 +1,56 @@
+#include "model/weight_binder.h"
+
+#include <fmt/format.h>
+
+#include "model/model.h"
+
+namespace rwd::model {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += fmt::format("{}{}", i ? ", " : "", shape[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+Result<const gguf::TensorInfo*> WeightBinder::find_with_shape(const std::string& name,
+                                                              const std::vector<int64_t>& shape) {
+  const gguf::TensorInfo* info = file_.find_tensor(name);
+  if (info == nullptr) return Status::errorf("{}: tensor '{}' is missing", file_.path(), name);
+  const tensor::Tensor& t = info->tensor;
+  bool matches = t.n_dims == static_cast<int>(shape.size());
+  for (size_t i = 0; matches && i < shape.size(); ++i) matches = t.ne[shape.size() - 1 - i] == shape[i];
+  if (!matches) {
+    return Status::errorf("{}: tensor '{}' has shape {}, expected {}", file_.path(), name, tensor::shape_string(t),
+                          shape_text(shape));
+  }
+  return info;
+}
+
+Result<tensor::Tensor> WeightBinder::matrix(const std::string& name, std::vector<int64_t> shape) {
+  REWIND_ASSIGN_OR_RETURN(const gguf::TensorInfo* info, find_with_shape(name, shape));
+  if (!tensor::is_supported_weight_type(info->tensor.dtype)) {
+    return Status::errorf("{}: tensor '{}' has type {}, which rewind cannot compute with yet", file_.path(), name,
+                          tensor::dtype_name(info->tensor.dtype));
+  }
+  return info->tensor;
+}
+
+Result<tensor::Tensor> WeightBinder::vector(const std::string& name, int64_t n) {
+  REWIND_ASSIGN_OR_RETURN(const gguf::TensorInfo* info, find_with_shape(name, {n}));
+  if (info->tensor.dtype == tensor::DType::f32) return info->tensor;
+  const auto& traits = tensor::dtype_traits(info->tensor.dtype);
+  if (traits.to_float == nullptr || n % traits.block_size != 0) {
+    return Status::errorf("{}: tensor '{}' has type {}, expected f32 or f16", file_.path(), name, traits.name);
+  }
+  std::vector<float>& converted = model_.converted_.emplace_back(static_cast<size_t>(n));
+  traits.to_float(info->tensor.data, converted.data(), n);
+  tensor::Tensor result = info->tensor;
+  result.dtype = tensor::DType::f32;
+  result.data = converted.data();
+  return result;
+}
+
+}  // namespace rwd::model

@@ -1,0 +1,33 @@
+// WeightBinder: looks up tensors by name in a GGUF file and checks dtype and shape before binding, so a
+// wrong file fails at load with the tensor, the expected and the found shape — never in the forward.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "tensor/tensor.h"
+
+namespace rwd::model {
+
+class Model;
+
+class WeightBinder {
+ public:
+  WeightBinder(Model& model, const gguf::GgufFile& file) : model_(model), file_(file) {}
+
+  // A matrix used by matmul: any supported weight dtype. shape outermost first, e.g. {n_out, n_in}.
+  Result<tensor::Tensor> matrix(const std::string& name, std::vector<int64_t> shape);
+  // A vector used elementwise (norm weights): converted to f32 when stored otherwise.
+  Result<tensor::Tensor> vector(const std::string& name, int64_t n);
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+ private:
+  Result<const gguf::TensorInfo*> find_with_shape(const std::string& name, const std::vector<int64_t>& shape);
+
+  Model& model_;
+  const gguf::GgufFile& file_;
+};
+
+}  // namespace rwd::model

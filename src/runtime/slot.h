@@ -1,0 +1,37 @@
+// Slot: one sequence being decoded — its request, tokens, how many are already in the KV rows, its
+// sampler and its stream decoder. The scheduler asks each slot for n_total - n_computed tokens.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "rewind/engine.h"
+#include "sampling/sampler.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rwd::runtime {
+
+struct Slot {
+  int index = 0;
+  bool busy = false;
+  int64_t request_id = 0;
+  Request request;
+  std::function<void(const TokenEvent&)> on_token;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  int64_t n_prompt = 0;
+  int64_t n_computed = 0;       // tokens whose KV rows are written
+  int64_t n_generated = 0;
+  bool cancelled = false;
+  std::optional<sampling::Sampler> sampler;
+  std::optional<tokenizer::StreamDecoder> decoder;
+  std::chrono::steady_clock::time_point start_time;
+  std::chrono::steady_clock::time_point first_token_time;
+  RequestTimings timings;
+};
+
+}  // namespace rwd::runtime

@@ -1,0 +1,141 @@
+// links: rewind_kernels_cpu
+// matmul with the dispatched kernels: every weight type against the float64 reference matmul, batch
+// invariance (row r bit-identical for n_rows = 1..9 and 33 as when computed alone), identical results for 1,
+// 2 and 3 threads, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
+// The per-ISA kernels themselves are checked in test_vec_dot.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/quant_test_util.h"
+#include "kernels/ref/matmul.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace rwd::kernels::cpu {
+namespace {
+
+using tensor::DType;
+
+constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
+                                  DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+
+// A quantized [n_out, n_in] weight that owns its bytes.
+struct Weight {
+  std::vector<uint8_t> bytes;
+  tensor::Tensor tensor;
+};
+
+Weight make_weight(DType type, int64_t n_out, int64_t n_in, uint64_t seed) {
+  test::QuantRandom random(seed);
+  Weight weight;
+  const size_t row_bytes = tensor::row_bytes(type, n_in);
+  weight.bytes.resize(row_bytes * static_cast<size_t>(n_out));
+  for (int64_t o = 0; o < n_out; ++o) {
+    const std::vector<float> row = random.row(n_in);
+    tensor::dtype_traits(type).from_float(row.data(), weight.bytes.data() + o * row_bytes, n_in);
+  }
+  weight.tensor.name = "test.weight";
+  weight.tensor.dtype = type;
+  weight.tensor.n_dims = 2;
+  weight.tensor.ne = {n_in, n_out, 1, 1};
+  weight.tensor.data = weight.bytes.data();
+  return weight;
+}
+
+std::vector<float> nan_filled(int64_t n) {
+  return std::vector<float>(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+}
+
+std::vector<float> run_matmul(const Weight& weight, const std::vector<float>& x, int64_t n_rows, ThreadPool& pool,
+                              MatmulScratch& scratch) {
+  std::vector<float> y = nan_filled(n_rows * weight.tensor.n_rows());
+  matmul(weight.tensor, x.data(), n_rows, y.data(), scratch, pool);
+  return y;
+}
+
+int64_t n_in_for(DType type) { return tensor::dtype_traits(type).block_size == 256 ? 768 : 320; }
+
+TEST(Matmul, MatchesFloat64Reference) {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  constexpr int64_t kOut = 37, kRows = 5;
+  for (DType type : kWeightTypes) {
+    SCOPED_TRACE(std::string(tensor::dtype_name(type)));
+    const int64_t n_in = n_in_for(type);
+    const Weight weight = make_weight(type, kOut, n_in, 7 + static_cast<uint64_t>(type));
+    test::QuantRandom random(3);
+    const std::vector<float> x = random.row(kRows * n_in);
+    const std::vector<float> y = run_matmul(weight, x, kRows, pool, scratch);
+    std::vector<float> expected = nan_filled(kRows * kOut);
+    ref::matmul(weight.tensor, x.data(), kRows, expected.data());
+    std::vector<float> w(static_cast<size_t>(n_in));
+    for (int64_t o = 0; o < kOut; ++o) {
+      tensor::dtype_traits(type).to_float(weight.tensor.row(o), w.data(), n_in);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const float* xr = x.data() + r * n_in;
+        // ref::matmul rounds its float64 sum to float once: half an ulp more.
+        const double tolerance = test::dot_tolerance(type, n_in, weight.tensor.row(o), w.data(), xr) +
+                                 std::fabs(expected[r * kOut + o]) * 0x1p-24;
+        ASSERT_TRUE(std::isfinite(y[r * kOut + o])) << "row " << r << " out " << o;
+        EXPECT_NEAR(y[r * kOut + o], expected[r * kOut + o], tolerance) << "row " << r << " out " << o;
+      }
+    }
+  }
+}
+
+TEST(Matmul, BatchInvariantAndThreadCountInvariant) {
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
+  constexpr int64_t kOut = 70, kMaxRows = 33;
+  for (DType type : kWeightTypes) {
+    SCOPED_TRACE(std::string(tensor::dtype_name(type)));
+    const int64_t n_in = n_in_for(type);
+    const Weight weight = make_weight(type, kOut, n_in, 100 + static_cast<uint64_t>(type));
+    test::QuantRandom random(41);
+    const std::vector<float> x = random.row(kMaxRows * n_in);
+
+    // Each row alone, on one thread: the values every other configuration must reproduce bit for bit.
+    MatmulScratch scratch;
+    std::vector<float> alone = nan_filled(kMaxRows * kOut);
+    for (int64_t r = 0; r < kMaxRows; ++r) {
+      const std::vector<float> xr(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
+      const std::vector<float> yr = run_matmul(weight, xr, 1, *pools[0], scratch);
+      std::copy(yr.begin(), yr.end(), alone.begin() + r * kOut);
+    }
+    for (float v : alone) ASSERT_TRUE(std::isfinite(v));
+
+    for (const auto& pool : pools) {
+      for (int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 33}) {
+        const std::vector<float> y = run_matmul(weight, x, n_rows, *pool, scratch);  // scratch reused, resized
+        ASSERT_EQ(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)), 0)
+            << pool->n_threads() << " threads, n_rows " << n_rows;
+      }
+    }
+  }
+}
+
+// Large enough that the activation quantization is split across threads (64 Ki values and up).
+TEST(Matmul, ParallelActivationQuantizationIsInvariant) {
+  ThreadPool one(1), three(3);
+  MatmulScratch scratch;
+  const int64_t n_in = 2816, n_rows = 24, n_out = 9;
+  for (DType type : {DType::q4_0, DType::q4_1, DType::q4_k}) {
+    const Weight weight = make_weight(type, n_out, n_in, 5);
+    test::QuantRandom random(6);
+    const std::vector<float> x = random.row(n_rows * n_in);
+    const std::vector<float> y1 = run_matmul(weight, x, n_rows, one, scratch);
+    const std::vector<float> y3 = run_matmul(weight, x, n_rows, three, scratch);
+    EXPECT_EQ(std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)), 0) << tensor::dtype_name(type);
+  }
+}
+
+}  // namespace
+}  // namespace rwd::kernels::cpu

@@ -1,0 +1,196 @@
+// links: rewind_kernels_cpu
+// Dot-product kernels of every weight type, scalar and AVX2 (where the CPU has it), against
+//   - the float64 reference on unquantized activations, within the activation-quantization bound;
+//   - the float64 dot of the dequantized weight and dequantized activations, within float rounding only
+//     (this isolates the integer arithmetic of the kernel from the quantizer);
+// plus: multi-row calls bit-identical to one-row calls, AVX2 quantizers byte-identical to the reference ones,
+// and the dispatched functions being one of the two tables.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/cpu/vec_dot.h"
+#include "kernels/cpu/vec_dot_impl.h"
+#include "kernels/quant_test_util.h"
+#include "kernels/ref/vec_dot.h"
+#include "tensor/dtype.h"
+#include "tensor/quant/blocks.h"
+
+namespace rwd::kernels::cpu {
+namespace {
+
+using tensor::DType;
+
+struct Isa {
+  std::string name;
+  VecDotKernel (*kernel)(DType);
+  QuantizeRowFn (*quantizer)(DType);
+};
+
+std::vector<Isa> isas() {
+  std::vector<Isa> result = {{"scalar", scalar::vec_dot_kernel, scalar::quantize_row_fn}};
+  if (avx2_supported()) result.push_back({"avx2", avx2::vec_dot_kernel, avx2::quantize_row_fn});
+  return result;
+}
+
+constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
+                                  DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+
+std::vector<int64_t> sizes_for(DType type) {
+  switch (tensor::dtype_traits(type).block_size) {
+    case 1: return {1, 7, 32, 33, 96, 255, 256, 768, 1001, 2816};
+    case 32: return {32, 96, 256, 320, 768, 2080, 2816};  // 1, 3, 8, 10, 24, 65, 88 blocks
+    default: return {256, 768, 2816};
+  }
+}
+
+std::vector<uint8_t> quantize_with(DType type, const std::vector<float>& x) {
+  std::vector<uint8_t> out(tensor::row_bytes(type, static_cast<int64_t>(x.size())), 0xCD);
+  tensor::dtype_traits(type).from_float(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  return out;
+}
+
+std::vector<uint8_t> quantize_activation(const Isa& isa, DType act_type, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> out(tensor::row_bytes(act_type, n), 0xCD);
+  isa.quantizer(act_type)(x.data(), out.data(), n);
+  return out;
+}
+
+std::vector<float> to_float(DType type, const void* data, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+  tensor::dtype_traits(type).to_float(data, out.data(), n);
+  return out;
+}
+
+// Σ w x̂ in float64, with the q4_1 / q5_1 min term taken as the kernel takes it: m_w s instead of m_w d_a Σ qa.
+double dequantized_dot(DType type, int64_t n, const void* weight_row, const std::vector<float>& w, const void* act_row,
+                       const std::vector<float>& x_hat) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(w[i]) * x_hat[i];
+  if (type == DType::q4_1 || type == DType::q5_1) {
+    const size_t block_bytes = tensor::dtype_traits(type).block_bytes;
+    const auto* act = static_cast<const tensor::quant::BlockQ8_1*>(act_row);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      uint16_t m_bits;
+      std::memcpy(&m_bits, static_cast<const uint8_t*>(weight_row) + b * block_bytes + 2, 2);
+      int q_sum = 0;
+      for (int j = 0; j < 32; ++j) q_sum += act[b].qs[j];
+      const double exact = static_cast<double>(fp16_to_fp32(act[b].d)) * q_sum;
+      sum += static_cast<double>(fp16_to_fp32(m_bits)) * (static_cast<double>(fp16_to_fp32(act[b].s)) - exact);
+    }
+  }
+  return sum;
+}
+
+TEST(VecDot, EveryTypeMatchesReferences) {
+  for (const Isa& isa : isas()) {
+    for (DType type : kWeightTypes) {
+      const DType act_type = tensor::dtype_traits(type).vec_dot_type;
+      for (int64_t n : sizes_for(type)) {
+        for (uint64_t seed = 0; seed < 3; ++seed) {
+          SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)) + " n=" + std::to_string(n) +
+                       " seed=" + std::to_string(seed));
+          test::QuantRandom random(seed * 1000 + static_cast<uint64_t>(n) + 17 * static_cast<uint64_t>(type));
+          const std::vector<float> w_source = random.row(n);
+          const std::vector<float> x = random.row(n);
+          const std::vector<uint8_t> weight = quantize_with(type, w_source);
+          const std::vector<uint8_t> act = quantize_activation(isa, act_type, x);
+          const VecDotKernel kernel = isa.kernel(type);
+          ASSERT_NE(kernel.one, nullptr);
+          const double got = kernel.one(n, weight.data(), act.data());
+
+          const std::vector<float> w = to_float(type, weight.data(), n);
+          const double reference = ref::vec_dot(type, n, weight.data(), x.data());
+          EXPECT_NEAR(got, reference, test::dot_tolerance(type, n, weight.data(), w.data(), x.data()));
+
+          const std::vector<float> x_hat = act_type == DType::f32 ? x : to_float(act_type, act.data(), n);
+          double magnitude = 0.0;
+          for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(static_cast<double>(w[i]) * x_hat[i]);
+          const int64_t n_sums = tensor::dtype_traits(type).block_size == 1 ? n / 8 : n / 32;
+          EXPECT_NEAR(got, dequantized_dot(type, n, weight.data(), w, act.data(), x_hat),
+                      static_cast<double>(n_sums + 16) * 0x1p-22 * magnitude);
+        }
+      }
+    }
+  }
+}
+
+TEST(VecDot, RowsAreBitIdenticalToOneRow) {
+  constexpr int64_t kOutStride = 3;
+  for (const Isa& isa : isas()) {
+    for (DType type : kWeightTypes) {
+      const DType act_type = tensor::dtype_traits(type).vec_dot_type;
+      const int64_t block_size = tensor::dtype_traits(type).block_size;
+      const int64_t n = block_size == 1 ? 1001 : block_size == 32 ? 2848 : 2816;  // 89 blocks of 32, 11 of 256
+      test::QuantRandom random(99 + static_cast<uint64_t>(type));
+      const std::vector<uint8_t> weight = quantize_with(type, random.row(n));
+      const size_t act_row_bytes = tensor::row_bytes(act_type, n);
+      constexpr int64_t kMaxRows = 9;
+      std::vector<uint8_t> acts;
+      for (int64_t r = 0; r < kMaxRows; ++r) {
+        const std::vector<uint8_t> row = quantize_activation(isa, act_type, random.row(n));
+        acts.insert(acts.end(), row.begin(), row.end());
+      }
+      const VecDotKernel kernel = isa.kernel(type);
+      for (int64_t n_rows = 1; n_rows <= kMaxRows; ++n_rows) {
+        std::vector<float> out(static_cast<size_t>(n_rows * kOutStride), std::numeric_limits<float>::quiet_NaN());
+        kernel.rows(n, weight.data(), acts.data(), act_row_bytes, n_rows, out.data(), kOutStride);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const float single = kernel.one(n, weight.data(), acts.data() + r * act_row_bytes);
+          const float multi = out[static_cast<size_t>(r * kOutStride)];
+          EXPECT_EQ(std::memcmp(&single, &multi, sizeof(float)), 0)
+              << isa.name << " " << tensor::dtype_name(type) << " n_rows=" << n_rows << " row " << r << ": " << single
+              << " vs " << multi;
+          if (r * kOutStride + 1 < n_rows * kOutStride) {
+            EXPECT_TRUE(std::isnan(out[static_cast<size_t>(r * kOutStride + 1)])) << "wrote outside the stride";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(VecDot, Avx2QuantizersMatchReferenceBytes) {
+  if (!avx2_supported()) GTEST_SKIP() << "no AVX2 on this CPU";
+  test::QuantRandom random(2024);
+  const int64_t n = 256 * 12;
+  std::vector<float> x = random.row(n, -9.0, 4.0);
+  for (int64_t i = 0; i < 256; ++i) x[i] = 0.0f;                                   // an all-zero super-block
+  for (int64_t i = 256; i < 288; ++i) x[i] = static_cast<float>(i - 256) - 15.5f;  // ties at d = 1
+  x[287] = 127.0f;
+  for (DType act_type : {DType::q8_0, DType::q8_1, DType::q8_k}) {
+    std::vector<uint8_t> expected(tensor::row_bytes(act_type, n), 0x11);
+    std::vector<uint8_t> got(expected.size(), 0x22);
+    scalar::quantize_row_fn(act_type)(x.data(), expected.data(), n);
+    avx2::quantize_row_fn(act_type)(x.data(), got.data(), n);
+    EXPECT_EQ(expected, got) << tensor::dtype_name(act_type);
+  }
+}
+
+TEST(VecDot, DispatchPicksOneOfTheTables) {
+  const std::string name = isa_name();
+  ASSERT_TRUE(name == "avx2" || name == "scalar") << name;
+  if (name == "avx2") {
+    ASSERT_TRUE(avx2_supported());
+  }
+  const bool avx2 = name == "avx2";
+  for (DType type : kWeightTypes) {
+    ASSERT_TRUE(tensor::is_supported_weight_type(type));
+    const VecDotKernel table = avx2 ? avx2::vec_dot_kernel(type) : scalar::vec_dot_kernel(type);
+    EXPECT_EQ(vec_dot_fn(type), table.one) << tensor::dtype_name(type);
+    EXPECT_EQ(vec_dot_rows_fn(type), table.rows) << tensor::dtype_name(type);
+    const DType act_type = tensor::dtype_traits(type).vec_dot_type;
+    EXPECT_NE(quantize_row_fn(act_type), nullptr) << tensor::dtype_name(act_type);
+  }
+  EXPECT_EQ(vec_dot_fn(DType::q2_k), nullptr);
+  EXPECT_EQ(vec_dot_fn(DType::q8_k), nullptr);
+}
+
+}  // namespace
+}  // namespace rwd::kernels::cpu

@@ -1,0 +1,130 @@
+// Loading a model that is wrong in one specific way fails with a message naming the file, the key or
+// tensor, and the expected and found values — never a crash. Each case edits one thing of a valid
+// generated model (rewritten through GgufWriter).
+// links: rewind_runtime
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "model/model.h"
+#include "rewind/engine.h"
+#include "rewind/tools.h"
+
+namespace rwd {
+namespace {
+
+struct Edit {
+  std::string skip_key;                 // metadata key to drop
+  std::string skip_tensor;              // tensor to drop
+  std::function<void(gguf::GgufWriter&)> add;  // extra or replacing entries, added last
+  std::string reshape_tensor;           // tensor to write with its rows halved
+};
+
+class ModelLoadErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("rewind_load_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    base_ = (dir_ / "base.gguf").string();
+    ASSERT_TRUE(make_synthetic_model({"qwen3", "tiny", "f32", 5, base_}).is_ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Copies the base model applying `edit`, returns the load error message ("" when it loaded).
+  std::string load_edited(const Edit& edit) {
+    auto file = gguf::GgufFile::open(base_);
+    EXPECT_TRUE(file.is_ok());
+    gguf::GgufWriter writer;
+    for (const auto& [key, value] : (*file)->metadata()) {
+      if (key == edit.skip_key) continue;
+      copy_value(**file, writer, key, value);
+    }
+    if (edit.add) edit.add(writer);
+    for (const gguf::TensorInfo& info : (*file)->tensors()) {
+      if (info.tensor.name == edit.skip_tensor) continue;
+      std::vector<int64_t> shape;
+      for (int i = info.tensor.n_dims - 1; i >= 0; --i) shape.push_back(info.tensor.ne[i]);
+      const auto* bytes = static_cast<const uint8_t*>(info.tensor.data);
+      size_t n_bytes = info.n_bytes;
+      if (info.tensor.name == edit.reshape_tensor) {
+        shape[0] /= 2;
+        n_bytes /= 2;
+      }
+      writer.add_tensor(info.tensor.name, info.tensor.dtype, shape, std::vector<uint8_t>(bytes, bytes + n_bytes));
+    }
+    const std::string path = (dir_ / "edited.gguf").string();
+    EXPECT_TRUE(writer.write(path).is_ok());
+    auto model = model::Model::load(path);
+    return model.is_ok() ? "" : model.status().message();
+  }
+
+  static void copy_value(const gguf::GgufFile& file, gguf::GgufWriter& writer, const std::string& key,
+                         const gguf::Value& value) {
+    switch (value.type) {
+      case gguf::ValueType::string: writer.set_string(key, file.get_string(key).value()); break;
+      case gguf::ValueType::float32: writer.set_f32(key, file.get_f32(key).value()); break;
+      case gguf::ValueType::boolean: writer.set_bool(key, file.get_bool(key).value()); break;
+      case gguf::ValueType::array:
+        if (value.element_type == gguf::ValueType::string) {
+          writer.set_string_array(key, file.get_string_array(key).value());
+        } else {
+          const std::vector<int64_t> values = file.get_i64_array(key).value();
+          std::vector<int32_t> ints(values.begin(), values.end());
+          writer.set_i32_array(key, ints);
+        }
+        break;
+      default: writer.set_u32(key, file.get_u32(key).value()); break;
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::string base_;
+};
+
+TEST_F(ModelLoadErrors, UnmodifiedCopyLoads) { EXPECT_EQ(load_edited({}), ""); }
+
+TEST_F(ModelLoadErrors, UnknownArchitectureIsNamed) {
+  const std::string message = load_edited({"general.architecture", "", [](gguf::GgufWriter& w) {
+                                             w.set_string("general.architecture", "mamba9");
+                                           }, ""});
+  EXPECT_NE(message.find("'mamba9'"), std::string::npos) << message;
+  EXPECT_NE(message.find("qwen3"), std::string::npos) << "lists what is supported: " << message;
+}
+
+TEST_F(ModelLoadErrors, MissingKeyIsNamed) {
+  const std::string message = load_edited({"qwen3.embedding_length", "", nullptr, ""});
+  EXPECT_NE(message.find("qwen3.embedding_length"), std::string::npos) << message;
+}
+
+TEST_F(ModelLoadErrors, MissingTensorIsNamed) {
+  const std::string message = load_edited({"", "blk.1.ffn_up.weight", nullptr, ""});
+  EXPECT_NE(message.find("blk.1.ffn_up.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find("missing"), std::string::npos) << message;
+}
+
+TEST_F(ModelLoadErrors, WrongShapeNamesExpectedAndFound) {
+  const std::string message = load_edited({"", "", nullptr, "blk.0.attn_k.weight"});
+  EXPECT_NE(message.find("blk.0.attn_k.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find("[32, 128]"), std::string::npos) << "found shape: " << message;
+  EXPECT_NE(message.find("[64, 128]"), std::string::npos) << "expected shape: " << message;
+}
+
+TEST_F(ModelLoadErrors, InconsistentHeadCountsAreRejected) {
+  const std::string message = load_edited({"qwen3.attention.head_count_kv", "", [](gguf::GgufWriter& w) {
+                                             w.set_u32("qwen3.attention.head_count_kv", 3);
+                                           }, ""});
+  EXPECT_NE(message.find("head_count_kv"), std::string::npos) << message;
+}
+
+TEST_F(ModelLoadErrors, WrongKeyTypeIsNamed) {
+  const std::string message = load_edited({"qwen3.block_count", "", [](gguf::GgufWriter& w) {
+                                             w.set_string("qwen3.block_count", "two");
+                                           }, ""});
+  EXPECT_NE(message.find("qwen3.block_count"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace rwd
