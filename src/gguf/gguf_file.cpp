@@ -36,30 +36,6 @@ T load(const uint8_t* at) {
 
 bool is_valid_value_type(uint32_t type) { return type <= static_cast<uint32_t>(ValueType::float64); }
 
-// Bytes of one element of a fixed-size type; 0 for string and array.
-size_t fixed_size(ValueType type) {
-  switch (type) {
-    case ValueType::uint8:
-    case ValueType::int8:
-    case ValueType::boolean:
-      return 1;
-    case ValueType::uint16:
-    case ValueType::int16:
-      return 2;
-    case ValueType::uint32:
-    case ValueType::int32:
-    case ValueType::float32:
-      return 4;
-    case ValueType::uint64:
-    case ValueType::int64:
-    case ValueType::float64:
-      return 8;
-    case ValueType::string:
-    case ValueType::array:
-      return 0;
-  }
-  return 0;
-}
 
 bool is_integer(ValueType type) {
   switch (type) {
@@ -239,7 +215,7 @@ Result<Value> read_array(Cursor& cursor) {
   }
   REWIND_ASSIGN_OR_RETURN(value.count, cursor.read<uint64_t>("array count"));
   value.data = cursor.here();
-  const size_t element_bytes = fixed_size(value.element_type);
+  const size_t element_bytes = value_type_size(value.element_type);
   if (element_bytes > 0) {
     if (value.count > cursor.remaining() / element_bytes) {
       return Status::errorf("array of {} {} elements ({} bytes each) exceeds the {} bytes left in the file",
@@ -274,7 +250,7 @@ Result<Value> read_value(Cursor& cursor, ValueType type) {
     value.data = reinterpret_cast<const uint8_t*>(text.data());
     return value;
   }
-  const size_t n_bytes = fixed_size(type);
+  const size_t n_bytes = value_type_size(type);
   value.count = 1;
   value.data = cursor.here();
   REWIND_RETURN_IF_ERROR(cursor.skip(n_bytes, fmt::format("{} value", value_type_name(type))));
@@ -473,6 +449,30 @@ std::optional<T> narrow_integer(const WideInteger& wide) {
 }
 
 }  // namespace
+
+size_t value_type_size(ValueType type) {
+  switch (type) {
+    case ValueType::uint8:
+    case ValueType::int8:
+    case ValueType::boolean:
+      return 1;
+    case ValueType::uint16:
+    case ValueType::int16:
+      return 2;
+    case ValueType::uint32:
+    case ValueType::int32:
+    case ValueType::float32:
+      return 4;
+    case ValueType::uint64:
+    case ValueType::int64:
+    case ValueType::float64:
+      return 8;
+    case ValueType::string:
+    case ValueType::array:
+      return 0;
+  }
+  return 0;
+}
 
 std::string_view value_type_name(ValueType type) {
   switch (type) {
@@ -679,7 +679,7 @@ Result<std::vector<float>> GgufFile::get_f32_array(std::string_view key) const {
 Result<std::vector<int64_t>> GgufFile::get_i64_array(std::string_view key) const {
   REWIND_ASSIGN_OR_RETURN(const Value* value, find_array(*this, key, "array<int64>"));
   if (!is_integer(value->element_type)) return wrong_type(*this, key, "array<int64>", *value);
-  const size_t stride = fixed_size(value->element_type);
+  const size_t stride = value_type_size(value->element_type);
   std::vector<int64_t> out(static_cast<size_t>(value->count));
   for (size_t i = 0; i < out.size(); ++i) {
     const WideInteger wide = load_integer(value->element_type, value->data + stride * i);
@@ -719,7 +719,7 @@ std::string GgufFile::value_to_string(const Value& value, size_t max_elements) c
   if (value.type != ValueType::array) return scalar_to_string(value.type, value.data);
   std::string out = "[";
   const uint8_t* at = value.data;
-  const size_t stride = fixed_size(value.element_type);
+  const size_t stride = value_type_size(value.element_type);
   const uint64_t n_shown = std::min<uint64_t>(value.count, max_elements);
   for (uint64_t i = 0; i < n_shown; ++i) {
     if (i > 0) out += ", ";

@@ -35,6 +35,8 @@ enum class ValueType : uint32_t {
 };
 
 std::string_view value_type_name(ValueType type);
+// Bytes of one value of a fixed-size type; 0 for string and array, whose size depends on their contents.
+size_t value_type_size(ValueType type);
 
 // One metadata value as it lies in the file (little-endian, possibly unaligned: read it through the getters).
 // Scalars: count = 1 and `data` points at the value. A string: count is its length in bytes and `data` points

@@ -35,30 +35,6 @@ void pad_to(std::vector<uint8_t>& out, uint64_t alignment) {
   out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
 }
 
-size_t element_bytes(ValueType type) {
-  switch (type) {
-    case ValueType::uint8:
-    case ValueType::int8:
-    case ValueType::boolean:
-      return 1;
-    case ValueType::uint16:
-    case ValueType::int16:
-      return 2;
-    case ValueType::uint32:
-    case ValueType::int32:
-    case ValueType::float32:
-      return 4;
-    case ValueType::uint64:
-    case ValueType::int64:
-    case ValueType::float64:
-      return 8;
-    case ValueType::string:
-    case ValueType::array:
-      break;
-  }
-  return 0;
-}
-
 template <typename T>
 std::vector<uint8_t> encode_scalar(T value) {
   std::vector<uint8_t> payload;
@@ -148,11 +124,11 @@ void GgufWriter::set_value(std::string_view key, const Value& value) {
         n_bytes += sizeof(length) + static_cast<size_t>(length);
       }
     } else {
-      n_bytes = element_bytes(value.element_type) * static_cast<size_t>(value.count);
+      n_bytes = value_type_size(value.element_type) * static_cast<size_t>(value.count);
     }
     payload.insert(payload.end(), value.data, value.data + n_bytes);
   } else {
-    payload.insert(payload.end(), value.data, value.data + element_bytes(value.type));
+    payload.insert(payload.end(), value.data, value.data + value_type_size(value.type));
   }
   set_entry({std::string(key), value.type, value.element_type, std::move(payload)});
 }

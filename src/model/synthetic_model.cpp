@@ -127,9 +127,9 @@ class TensorMaker {
     }
     add(name, {n_out, n_in}, values, true);
   }
-  void embedding(const std::string& name, int64_t n_vocab, int64_t n_embd) {
+  void embedding(const std::string& name, int64_t n_vocab, int64_t n_embd, float stddev) {
     std::vector<float> values(static_cast<size_t>(n_vocab * n_embd));
-    for (float& v : values) v = rng_.normal();
+    for (float& v : values) v = rng_.normal() * stddev;
     add(name, {n_vocab, n_embd}, values, true);
   }
   // Norm weights near one, with a little spread so a wrong norm is visible in the output.
@@ -219,7 +219,9 @@ Status make_synthetic_model(const SyntheticModelOptions& options) {
   TensorMaker maker(writer, dtype, options.seed);
   const int64_t q_width = s.n_head * s.head_dim;
   const int64_t kv_width = s.n_head_kv * s.head_dim;
-  maker.embedding(gguf::tensor_name(gguf::TensorKind::token_embd), s.n_vocab, s.n_embd);
+  // Tied embeddings double as the output matrix: scaled like it (logits of standard deviation about 2).
+  const float embd_stddev = s.tied ? 2.0f / std::sqrt(static_cast<float>(s.n_embd)) : 1.0f;
+  maker.embedding(gguf::tensor_name(gguf::TensorKind::token_embd), s.n_vocab, s.n_embd, embd_stddev);
   for (int il = 0; il < s.n_layer; ++il) {
     auto name = [il](gguf::TensorKind kind) { return gguf::tensor_name(kind, il); };
     maker.norm(name(gguf::TensorKind::attn_norm), s.n_embd);

@@ -1,0 +1,153 @@
+// The Engine of the public API: several requests decoded together in one batch per step give exactly the
+// tokens and log-probabilities each gives alone; requests beyond the slots wait in the queue; cancellation
+// frees the slot; bad requests are refused with a reason.
+// links: rewind_runtime
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "rewind/engine.h"
+#include "rewind/tools.h"
+
+namespace rwd {
+namespace {
+
+struct Output {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  FinishReason finish = FinishReason::none;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = (std::filesystem::temp_directory_path() / ("rewind_engine_" + std::to_string(::getpid()) + ".gguf")).string();
+    ASSERT_TRUE(make_synthetic_model({"qwen3", "tiny", "q8_0", 21, path_}).is_ok());
+  }
+  static void TearDownTestSuite() { std::filesystem::remove(path_); }
+
+  static std::unique_ptr<Engine> open(int n_slots, int n_batch = 64) {
+    EngineOptions options;
+    options.model_path = path_;
+    options.n_threads = 2;
+    options.n_slots = n_slots;
+    options.n_ctx = 128;
+    options.n_batch = n_batch;
+    auto engine = Engine::open(options);
+    EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+    return std::move(engine).value();
+  }
+
+  static Request request_for(const std::string& prompt, int max_tokens, float temperature = 0.0f, uint64_t seed = 0) {
+    Request request;
+    for (unsigned char c : prompt) request.prompt_ids.push_back(c);
+    request.max_tokens = max_tokens;
+    request.sampling.temperature = temperature;
+    request.sampling.seed = seed;
+    request.ignore_eos = true;
+    request.top_logprobs = 2;
+    return request;
+  }
+
+  static int64_t submit(Engine& engine, const Request& request, Output& out) {
+    auto id = engine.submit(request, [&out](const TokenEvent& e) {
+      if (e.token >= 0) {
+        out.ids.push_back(e.token);
+        out.logprobs.push_back(e.top[0].logprob);
+      }
+      if (e.done) out.finish = e.finish_reason;
+    });
+    EXPECT_TRUE(id.is_ok()) << id.status().message();
+    return id.is_ok() ? *id : -1;
+  }
+
+  static void drain(Engine& engine) {
+    while (!engine.idle()) ASSERT_TRUE(engine.step().is_ok());
+  }
+
+  static std::string path_;
+};
+
+std::string EngineTest::path_;
+
+const std::vector<std::string> kPrompts = {"The quick brown fox", "Once upon a time in a land far away, there", "a",
+                                           "Speculative decoding verifies drafts in one batch."};
+
+TEST_F(EngineTest, ConcurrentSlotsGiveExactlyWhatEachGivesAlone) {
+  std::vector<Output> alone(kPrompts.size());
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    auto engine = open(1);
+    submit(*engine, request_for(kPrompts[i], 20, i == 1 ? 0.9f : 0.0f, 5), alone[i]);
+    drain(*engine);
+  }
+  // Four slots, and a batch budget small enough that prompts are split across steps.
+  auto engine = open(4, 8);
+  std::vector<Output> together(kPrompts.size());
+  for (size_t i = 0; i < kPrompts.size(); ++i) submit(*engine, request_for(kPrompts[i], 20, i == 1 ? 0.9f : 0.0f, 5), together[i]);
+  drain(*engine);
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(together[i].ids, alone[i].ids) << "prompt " << i;
+    EXPECT_EQ(together[i].logprobs, alone[i].logprobs) << "prompt " << i << " (bit-exact)";
+    EXPECT_EQ(together[i].finish, FinishReason::length);
+  }
+}
+
+TEST_F(EngineTest, RequestsBeyondTheSlotsWaitAndAllFinish) {
+  auto engine = open(2);
+  std::vector<Output> outputs(6);
+  for (size_t i = 0; i < outputs.size(); ++i) submit(*engine, request_for(kPrompts[i % kPrompts.size()], 5), outputs[i]);
+  drain(*engine);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EXPECT_EQ(outputs[i].ids.size(), 5u);
+    EXPECT_EQ(outputs[i].ids, outputs[i % kPrompts.size()].ids) << "same prompt, same greedy output";
+  }
+}
+
+TEST_F(EngineTest, CancelledRequestStopsAndFreesItsSlot) {
+  auto engine = open(1);
+  Output first, second;
+  const int64_t id = submit(*engine, request_for(kPrompts[0], 50), first);
+  submit(*engine, request_for(kPrompts[2], 4), second);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->step().is_ok());
+  engine->cancel(id);
+  drain(*engine);
+  EXPECT_EQ(first.finish, FinishReason::cancelled);
+  EXPECT_LT(first.ids.size(), 50u);
+  EXPECT_EQ(second.ids.size(), 4u);
+  EXPECT_EQ(second.finish, FinishReason::length);
+}
+
+TEST_F(EngineTest, ContextLimitEndsGenerationWithLength) {
+  auto engine = open(1);
+  Output out;
+  Request request = request_for(std::string(120, 'x'), 100);
+  submit(*engine, request, out);
+  drain(*engine);
+  EXPECT_EQ(out.finish, FinishReason::length);
+  EXPECT_EQ(out.ids.size(), 8u) << "128 positions minus a 120-token prompt";
+}
+
+TEST_F(EngineTest, BadRequestsAreRefusedWithAReason) {
+  auto engine = open(1);
+  auto expect_error = [&](Request request, const std::string& fragment) {
+    auto id = engine->submit(request, nullptr);
+    ASSERT_FALSE(id.is_ok());
+    EXPECT_NE(id.status().message().find(fragment), std::string::npos) << id.status().message();
+  };
+  expect_error(request_for("", 4), "empty");
+  expect_error(request_for(std::string(200, 'x'), 4), "does not fit");
+  Request bad_id = request_for("ab", 4);
+  bad_id.prompt_ids[1] = 70000;
+  expect_error(bad_id, "70000");
+  expect_error(request_for("ab", 0), "max_tokens");
+  Request bad_temp = request_for("ab", 4);
+  bad_temp.sampling.temperature = -1.0f;
+  expect_error(bad_temp, "temperature");
+  Request bad_top_p = request_for("ab", 4);
+  bad_top_p.sampling.top_p = 1.5f;
+  expect_error(bad_top_p, "top_p");
+  EXPECT_TRUE(engine->idle()) << "refused requests leave nothing queued";
+}
+
+}  // namespace
+}  // namespace rwd
