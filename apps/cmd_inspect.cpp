@@ -46,8 +46,9 @@ int inspect(const InspectOptions& options) {
   std::printf("\nrunnable: yes: %s '%s', %lld layers, n_embd %lld, vocab %lld, %.1f M parameters\n",
               info.architecture.c_str(), info.name.c_str(), static_cast<long long>(info.n_layer),
               static_cast<long long>(info.n_embd), static_cast<long long>(info.n_vocab), info.n_params / 1e6);
-  std::printf("state per slot: kv %.2f MiB per 64 positions (%.1f KiB per position)\n", info.kv_bytes_per_slot / 1048576.0,
-              info.kv_bytes_per_slot / 64.0 / 1024.0);
+  std::printf("state per slot: kv %.1f KiB per position, conv %.1f KiB, recurrent %.1f KiB\n",
+              info.kv_bytes_per_slot / 64.0 / 1024.0, info.conv_bytes_per_slot / 1024.0,
+              info.recurrent_bytes_per_slot / 1024.0);
   std::printf("weights read per decoded token: %.2f MiB\n", info.weight_bytes_per_token / 1048576.0);
   return 0;
 }

@@ -133,7 +133,9 @@ int run(RunOptions& options) {
                       {"generated_tokens", timings.n_generated_tokens},
                       {"generation_seconds", timings.generation_seconds},
                       {"generation_tokens_per_second", gen_tps}};
-    out["state"] = {{"kv", engine.info().kv_bytes_per_slot}};
+    out["state"] = {{"kv", engine.info().kv_bytes_per_slot},
+                    {"conv", engine.info().conv_bytes_per_slot},
+                    {"recurrent", engine.info().recurrent_bytes_per_slot}};
     if (options.top_logprobs > 0) out["top_logprobs"] = top_logprobs;
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

@@ -78,7 +78,9 @@ struct ModelInfo {
   int64_t n_embd = 0;
   size_t n_params = 0;
   size_t weight_bytes_per_token = 0;  // bytes a decode step reads from weights
-  size_t kv_bytes_per_slot = 0;
+  size_t kv_bytes_per_slot = 0;         // KV rows at the full context
+  size_t conv_bytes_per_slot = 0;       // convolution windows of the recurrent layers
+  size_t recurrent_bytes_per_slot = 0;  // recurrent (SSM / delta-rule) states
   int n_threads = 0;
   std::string isa;
 };

@@ -76,7 +76,7 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
   } else if (scaling != "none") {
     return Status::errorf("{} is '{}'; rewind supports 'none' and 'linear'", key(hp, ArchKey::rope_scaling_type), scaling);
   }
-  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerParams{false, freq_base, freq_scale});
+  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerParams{LayerKind::attention, false, freq_base, freq_scale});
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
 
   REWIND_ASSIGN_OR_RETURN(std::vector<std::string> tokens, file.get_string_array(gguf::kTokenizerTokens));
@@ -147,7 +147,7 @@ void forward_dense_layers(const Model& model, ForwardContext& ctx) {
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerWeights& lw = w.layers[il];
     kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::attention(model, ctx, il, il, normed, mixed);
+    blocks::attention(model, ctx, il, normed, mixed);
     if (hp.post_norms) kernels::cpu::rms_norm(mixed, lw.attn_post_norm.f32(), mixed, n_tokens, hp.n_embd, hp.rms_eps);
     blocks::add_residual(x, mixed, n);
 

@@ -23,7 +23,7 @@ float* ForwardContext::buffer(int index, int64_t n_floats) {
   return storage.data();
 }
 
-Status ForwardContext::validate(const Batch& batch, const state::KvCache& kv) const {
+Status ForwardContext::validate(const Batch& batch, const state::ModelState& state) const {
   const HParams& hp = model_.hparams();
   const int64_t n = batch.size();
   if (n == 0) return Status::error("empty batch");
@@ -34,19 +34,19 @@ Status ForwardContext::validate(const Batch& batch, const state::KvCache& kv) co
       batch.want_logits.size() != batch.tokens.size()) {
     return Status::error("batch arrays have different lengths");
   }
-  std::vector<uint8_t> slot_seen(static_cast<size_t>(kv.n_slots()), 0);
+  std::vector<uint8_t> slot_seen(static_cast<size_t>(state.n_slots()), 0);
   for (int64_t i = 0; i < n; ++i) {
     const int32_t token = batch.tokens[i];
     if (token < 0 || token >= hp.n_vocab) {
       return Status::errorf("token id {} at batch row {} is outside the vocabulary [0, {})", token, i, hp.n_vocab);
     }
     const int32_t slot = batch.slots[i];
-    if (slot < 0 || slot >= kv.n_slots()) {
-      return Status::errorf("slot {} at batch row {} is outside [0, {})", slot, i, kv.n_slots());
+    if (slot < 0 || slot >= state.n_slots()) {
+      return Status::errorf("slot {} at batch row {} is outside [0, {})", slot, i, state.n_slots());
     }
     const int32_t pos = batch.positions[i];
-    if (pos < 0 || pos >= kv.n_ctx()) {
-      return Status::errorf("position {} at batch row {} is outside the context [0, {})", pos, i, kv.n_ctx());
+    if (pos < 0 || pos >= state.n_ctx()) {
+      return Status::errorf("position {} at batch row {} is outside the context [0, {})", pos, i, state.n_ctx());
     }
     const bool continues_run = i > 0 && batch.slots[i - 1] == slot;
     if (continues_run) {
@@ -62,12 +62,12 @@ Status ForwardContext::validate(const Batch& batch, const state::KvCache& kv) co
   return Status::ok();
 }
 
-Status ForwardContext::forward(const Batch& batch, state::KvCache& kv, std::vector<float>& logits) {
-  REWIND_RETURN_IF_ERROR(validate(batch, kv));
+Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std::vector<float>& logits) {
+  REWIND_RETURN_IF_ERROR(validate(batch, state));
   const HParams& hp = model_.hparams();
   const Weights& w = model_.weights();
   batch_ = &batch;
-  kv_ = &kv;
+  state_ = &state;
   slot_spans_.clear();
   for (int64_t i = 0; i < batch.size(); ++i) {
     if (i == 0 || batch.slots[i] != batch.slots[i - 1]) slot_spans_.push_back({batch.slots[i], i, i});
@@ -101,7 +101,7 @@ Status ForwardContext::forward(const Batch& batch, state::KvCache& kv, std::vect
     for (float& value : logits) value = cap * std::tanh(value / cap);
   }
   batch_ = nullptr;
-  kv_ = nullptr;
+  state_ = nullptr;
   return Status::ok();
 }
 

@@ -10,7 +10,7 @@
 #include "base/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "model/batch.h"
-#include "state/kv_cache.h"
+#include "state/model_state.h"
 
 namespace rwd::model {
 
@@ -20,14 +20,15 @@ class ForwardContext {
  public:
   ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens);
 
-  // Runs `batch` over `kv` and writes the logits of the rows marked want_logits, [n_logit_rows, n_vocab],
-  // into `logits`. Errors name the bad token, position or slot; nothing is written to kv then.
-  Status forward(const Batch& batch, state::KvCache& kv, std::vector<float>& logits);
+  // Runs `batch` over `state` and writes the logits of the rows marked want_logits, [n_logit_rows, n_vocab],
+  // into `logits`. Errors name the bad token, position or slot; nothing is written to the state then.
+  Status forward(const Batch& batch, state::ModelState& state, std::vector<float>& logits);
 
   // Accessors for the blocks and architecture files while a forward runs.
   const Batch& batch() const { return *batch_; }
   const std::vector<SlotSpan>& slot_spans() const { return slot_spans_; }
-  state::KvCache& kv() { return *kv_; }
+  state::KvCache& kv() { return state_->kv(); }
+  state::RecurrentCache& recurrent() { return state_->recurrent(); }
   ThreadPool& pool() { return pool_; }
   kernels::cpu::MatmulScratch& matmul_scratch() { return matmul_scratch_; }
   int64_t n_tokens() const { return batch_->size(); }
@@ -37,13 +38,13 @@ class ForwardContext {
   float* buffer(int index, int64_t n_floats);
 
  private:
-  Status validate(const Batch& batch, const state::KvCache& kv) const;
+  Status validate(const Batch& batch, const state::ModelState& state) const;
 
   const Model& model_;
   ThreadPool& pool_;
   int64_t max_batch_tokens_;
   const Batch* batch_ = nullptr;
-  state::KvCache* kv_ = nullptr;
+  state::ModelState* state_ = nullptr;
   std::vector<SlotSpan> slot_spans_;
   kernels::cpu::MatmulScratch matmul_scratch_;
   std::vector<float> hidden_;

@@ -7,13 +7,24 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/gated_delta.h"
 #include "kernels/cpu/rope.h"
 
 namespace rwd::model {
 
 enum class FfnActivation { silu, gelu_tanh };
 
+// The mixer of a layer; the state module sizes each slot from the kinds (KV rows or recurrent state).
+enum class LayerKind {
+  attention,        // softmax attention over KV rows (dense models)
+  gated_attention,  // attention with a per-head sigmoid output gate in q (qwen35, qwen3next)
+  gated_delta,      // Gated DeltaNet (qwen35, qwen3next)
+};
+
+inline bool uses_kv(LayerKind kind) { return kind == LayerKind::attention || kind == LayerKind::gated_attention; }
+
 struct LayerParams {
+  LayerKind kind = LayerKind::attention;
   bool sliding_window = false;  // attends only to the last `n_swa` positions
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
@@ -41,6 +52,15 @@ struct HParams {
   bool qk_norm = false;       // RMSNorm of each q and k head before RoPE (qwen3, gemma3)
   bool post_norms = false;    // sandwich norms after attention and FFN (gemma3)
   std::vector<LayerParams> layers;
+
+  // Gated DeltaNet layers (ssm.* keys): K heads, V heads, head size (S_k = S_v), conv kernel length.
+  int64_t ssm_n_head_k = 0;
+  int64_t ssm_n_head_v = 0;
+  int64_t ssm_head_dim = 0;
+  int64_t ssm_d_conv = 0;
+  kernels::cpu::KeyHeadMapping ssm_key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
+  // Next-token-prediction layers stored after the trunk (blk.n_layer ..); the trunk forward skips them.
+  int64_t n_nextn = 0;
 };
 
 }  // namespace rwd::model

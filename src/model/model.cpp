@@ -28,13 +28,30 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
   WeightBinder binder(*model, *file);
   REWIND_RETURN_IF_ERROR(arch->bind_weights(binder, model->hparams_, model->weights_));
   model->file_ = std::move(file);
+  int n_kv = 0;
+  int n_recurrent = 0;
+  for (const LayerParams& layer : model->hparams_.layers) {
+    model->kv_index_.push_back(uses_kv(layer.kind) ? n_kv++ : -1);
+    model->recurrent_index_.push_back(layer.kind == LayerKind::gated_delta ? n_recurrent++ : -1);
+  }
   return model;
 }
 
 std::vector<state::KvLayerSpec> Model::kv_specs() const {
   std::vector<state::KvLayerSpec> specs;
-  for (int64_t il = 0; il < hparams_.n_layer; ++il) {
-    specs.push_back({hparams_.n_head_kv, hparams_.head_dim, hparams_.head_dim});
+  for (const LayerParams& layer : hparams_.layers) {
+    if (uses_kv(layer.kind)) specs.push_back({hparams_.n_head_kv, hparams_.head_dim, hparams_.head_dim});
+  }
+  return specs;
+}
+
+std::vector<state::RecurrentSpec> Model::recurrent_specs() const {
+  std::vector<state::RecurrentSpec> specs;
+  const HParams& hp = hparams_;
+  for (const LayerParams& layer : hp.layers) {
+    if (layer.kind != LayerKind::gated_delta) continue;
+    const int64_t channels = 2 * hp.ssm_n_head_k * hp.ssm_head_dim + hp.ssm_n_head_v * hp.ssm_head_dim;
+    specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim});
   }
   return specs;
 }
@@ -51,7 +68,9 @@ size_t Model::weight_bytes_per_token() const {
   for (const LayerWeights& lw : weights_.layers) {
     for (const tensor::Tensor* t : {&lw.attn_norm, &lw.attn_q, &lw.attn_k, &lw.attn_v, &lw.attn_output,
                                     &lw.attn_q_norm, &lw.attn_k_norm, &lw.attn_post_norm, &lw.ffn_norm,
-                                    &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_post_norm}) {
+                                    &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_post_norm, &lw.attn_qkv,
+                                    &lw.attn_gate, &lw.ssm_conv1d, &lw.ssm_dt, &lw.ssm_a, &lw.ssm_beta,
+                                    &lw.ssm_alpha, &lw.ssm_norm, &lw.ssm_out}) {
       bytes += tensor_bytes(*t);
     }
   }

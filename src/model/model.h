@@ -12,6 +12,7 @@
 #include "model/hparams.h"
 #include "model/weights.h"
 #include "state/kv_cache.h"
+#include "state/recurrent_cache.h"
 
 namespace rwd::model {
 
@@ -28,8 +29,12 @@ class Model {
   const gguf::GgufFile& file() const { return *file_; }
   const ArchInfo& arch() const { return *arch_; }
 
-  // KV row layout of each attention layer, for sizing the KV cache.
+  // KV row layout of each attention layer and state of each recurrent layer, in layer order, for sizing
+  // the caches; kv_index / recurrent_index map a layer to its entry (-1 when it has none).
   std::vector<state::KvLayerSpec> kv_specs() const;
+  std::vector<state::RecurrentSpec> recurrent_specs() const;
+  int kv_index(int il) const { return kv_index_[il]; }
+  int recurrent_index(int il) const { return recurrent_index_[il]; }
   // Bytes of weights read by one decode step (every matrix once, embeddings one row).
   size_t weight_bytes_per_token() const;
   size_t n_params() const;
@@ -41,6 +46,8 @@ class Model {
   const ArchInfo* arch_ = nullptr;
   HParams hparams_;
   Weights weights_;
+  std::vector<int> kv_index_;
+  std::vector<int> recurrent_index_;
   // Float copies of small vectors stored in another dtype (norm weights in f16 files).
   std::vector<std::vector<float>> converted_;
 };

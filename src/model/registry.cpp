@@ -6,8 +6,8 @@
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 3>& registry() {
-  static const std::array<const ArchInfo*, 3> rows = {&arch::llama(), &arch::qwen3(), &arch::gemma3()};
+const std::array<const ArchInfo*, 4>& registry() {
+  static const std::array<const ArchInfo*, 4> rows = {&arch::llama(), &arch::qwen3(), &arch::gemma3(), &arch::qwen35()};
   return rows;
 }
 

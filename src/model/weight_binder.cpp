@@ -38,8 +38,9 @@ Result<tensor::Tensor> WeightBinder::matrix(const std::string& name, std::vector
   return info->tensor;
 }
 
-Result<tensor::Tensor> WeightBinder::vector(const std::string& name, int64_t n) {
-  REWIND_ASSIGN_OR_RETURN(const gguf::TensorInfo* info, find_with_shape(name, {n}));
+Result<tensor::Tensor> WeightBinder::floats(const std::string& name, std::vector<int64_t> shape) {
+  REWIND_ASSIGN_OR_RETURN(const gguf::TensorInfo* info, find_with_shape(name, shape));
+  const int64_t n = info->tensor.n_elements();
   if (info->tensor.dtype == tensor::DType::f32) return info->tensor;
   const auto& traits = tensor::dtype_traits(info->tensor.dtype);
   if (traits.to_float == nullptr || n % traits.block_size != 0) {

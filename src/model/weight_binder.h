@@ -20,7 +20,9 @@ class WeightBinder {
   // A matrix used by matmul: any supported weight dtype. shape outermost first, e.g. {n_out, n_in}.
   Result<tensor::Tensor> matrix(const std::string& name, std::vector<int64_t> shape);
   // A vector used elementwise (norm weights): converted to f32 when stored otherwise.
-  Result<tensor::Tensor> vector(const std::string& name, int64_t n);
+  Result<tensor::Tensor> vector(const std::string& name, int64_t n) { return floats(name, {n}); }
+  // Any tensor read element by element (conv taps, biases): f32, converted when stored otherwise.
+  Result<tensor::Tensor> floats(const std::string& name, std::vector<int64_t> shape);
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
  private:

@@ -22,6 +22,16 @@ struct LayerWeights {
   tensor::Tensor ffn_up;
   tensor::Tensor ffn_down;
   tensor::Tensor ffn_post_norm;
+  // Gated DeltaNet
+  tensor::Tensor attn_qkv;   // [2*H_k*S + H_v*S, n_embd]
+  tensor::Tensor attn_gate;  // z: [H_v*S, n_embd]
+  tensor::Tensor ssm_conv1d; // [channels, d_conv]
+  tensor::Tensor ssm_dt;     // dt bias [H_v]
+  tensor::Tensor ssm_a;      // -exp(A_log) [H_v]
+  tensor::Tensor ssm_beta;   // [H_v, n_embd]
+  tensor::Tensor ssm_alpha;  // [H_v, n_embd]
+  tensor::Tensor ssm_norm;   // [S]
+  tensor::Tensor ssm_out;    // [n_embd, H_v*S]
 };
 
 struct Weights {

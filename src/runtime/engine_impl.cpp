@@ -67,7 +67,8 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
                           engine->tokenizer_->n_vocab(), engine->model_->hparams().n_vocab);
   }
   engine->pool_ = std::make_unique<ThreadPool>(options.n_threads);
-  engine->kv_ = std::make_unique<state::KvCache>(engine->model_->kv_specs(), options.n_slots, options.n_ctx);
+  engine->state_ = std::make_unique<state::ModelState>(engine->model_->kv_specs(), engine->model_->recurrent_specs(),
+                                                       options.n_slots, options.n_ctx);
   engine->forward_ = std::make_unique<model::ForwardContext>(*engine->model_, *engine->pool_, options.n_batch);
   engine->slots_.resize(static_cast<size_t>(options.n_slots));
   for (int i = 0; i < options.n_slots; ++i) engine->slots_[i].index = i;
@@ -83,7 +84,9 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   info.n_embd = hp.n_embd;
   info.n_params = engine->model_->n_params();
   info.weight_bytes_per_token = engine->model_->weight_bytes_per_token();
-  info.kv_bytes_per_slot = engine->kv_->bytes_per_slot();
+  info.kv_bytes_per_slot = engine->state_->kv().bytes_per_slot();
+  info.conv_bytes_per_slot = engine->state_->recurrent().conv_bytes_per_slot();
+  info.recurrent_bytes_per_slot = engine->state_->recurrent().ssm_bytes_per_slot();
   info.n_threads = engine->pool_->n_threads();
   info.isa = kernels::cpu::isa_name();
   return std::unique_ptr<Engine>(std::move(engine));
@@ -199,6 +202,7 @@ void EngineImpl::assign_pending() {
     slot.n_prompt = static_cast<int64_t>(slot.tokens.size());
     slot.n_computed = 0;
     slot.n_generated = 0;
+    state_->reset_slot(slot.index);
     // Validated in submit(), so creation cannot fail here.
     slot.sampler.emplace(std::move(sampling::Sampler::create(to_sampling_params(slot.request.sampling)).value()));
     for (int32_t token : slot.tokens) slot.sampler->accept(token);
@@ -284,7 +288,7 @@ Status EngineImpl::step() {
     }
   }
   if (batch_.size() == 0) return Status::ok();
-  REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *kv_, logits_));
+  REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
   // Logit rows come in batch order, which is the order slots were added above.
   for (size_t r = 0; r < logit_slots.size(); ++r) {
     handle_logits(slots_[logit_slots[r]], logits_.data() + r * info_.n_vocab);

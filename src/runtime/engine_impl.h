@@ -13,7 +13,7 @@
 #include "model/model.h"
 #include "rewind/engine.h"
 #include "runtime/slot.h"
-#include "state/kv_cache.h"
+#include "state/model_state.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rwd::runtime {
@@ -51,7 +51,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<state::KvCache> kv_;
+  std::unique_ptr<state::ModelState> state_;
   std::unique_ptr<model::ForwardContext> forward_;
   std::vector<Slot> slots_;
   std::deque<Pending> pending_;

@@ -130,17 +130,19 @@ TEST(VecDot, RowsAreBitIdenticalToOneRow) {
       const int64_t n = block_size == 1 ? 1001 : block_size == 32 ? 2848 : 2816;  // 89 blocks of 32, 11 of 256
       test::QuantRandom random(99 + static_cast<uint64_t>(type));
       const std::vector<uint8_t> weight = quantize_with(type, random.row(n));
-      const size_t act_row_bytes = tensor::row_bytes(act_type, n);
+      const size_t act_row_bytes = tile_row_bytes(act_type, n);
       constexpr int64_t kMaxRows = 9;
       std::vector<uint8_t> acts;
       for (int64_t r = 0; r < kMaxRows; ++r) {
-        const std::vector<uint8_t> row = quantize_activation(isa, act_type, random.row(n));
+        std::vector<uint8_t> row = quantize_activation(isa, act_type, random.row(n));
+        row.resize(act_row_bytes, 0xCD);
+        fill_tile_row_scales(act_type, n, row.data(), 0, n / tensor::dtype_traits(act_type).block_size);
         acts.insert(acts.end(), row.begin(), row.end());
       }
       const VecDotKernel kernel = isa.kernel(type);
       for (int64_t n_rows = 1; n_rows <= kMaxRows; ++n_rows) {
         std::vector<float> out(static_cast<size_t>(n_rows * kOutStride), std::numeric_limits<float>::quiet_NaN());
-        kernel.rows(n, weight.data(), acts.data(), act_row_bytes, n_rows, out.data(), kOutStride);
+        kernel.tile(n, weight.data(), 0, 1, acts.data(), act_row_bytes, n_rows, out.data(), kOutStride);
         for (int64_t r = 0; r < n_rows; ++r) {
           const float single = kernel.one(n, weight.data(), acts.data() + r * act_row_bytes);
           const float multi = out[static_cast<size_t>(r * kOutStride)];
@@ -184,7 +186,7 @@ TEST(VecDot, DispatchPicksOneOfTheTables) {
     ASSERT_TRUE(tensor::is_supported_weight_type(type));
     const VecDotKernel table = avx2 ? avx2::vec_dot_kernel(type) : scalar::vec_dot_kernel(type);
     EXPECT_EQ(vec_dot_fn(type), table.one) << tensor::dtype_name(type);
-    EXPECT_EQ(vec_dot_rows_fn(type), table.rows) << tensor::dtype_name(type);
+    EXPECT_EQ(vec_dot_tile_fn(type), table.tile) << tensor::dtype_name(type);
     const DType act_type = tensor::dtype_traits(type).vec_dot_type;
     EXPECT_NE(quantize_row_fn(act_type), nullptr) << tensor::dtype_name(act_type);
   }

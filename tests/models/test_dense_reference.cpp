@@ -190,12 +190,12 @@ TEST_P(DenseReference, PrefillAndDecodeMatchFloat64Reference) {
 
   ThreadPool pool(2);
   model::ForwardContext ctx(**model, pool, 64);
-  state::KvCache kv((*model)->kv_specs(), 1, 64);
+  state::ModelState model_state((*model)->kv_specs(), (*model)->recurrent_specs(), 1, 64);
   // First 30 tokens as one prefill batch with logits for each, then one token at a time.
   model::Batch batch;
   for (int i = 0; i < 30; ++i) batch.add(tokens[i], i, 0, true);
   std::vector<float> logits;
-  ASSERT_TRUE(ctx.forward(batch, kv, logits).is_ok());
+  ASSERT_TRUE(ctx.forward(batch, model_state, logits).is_ok());
   auto check = [&](const float* row, int position) {
     double max_error = 0, max_abs = 0;
     for (int64_t v = 0; v < hp.n_vocab; ++v) {
@@ -208,7 +208,7 @@ TEST_P(DenseReference, PrefillAndDecodeMatchFloat64Reference) {
   for (int i = 30; i < 40; ++i) {
     batch.clear();
     batch.add(tokens[i], i, 0, true);
-    ASSERT_TRUE(ctx.forward(batch, kv, logits).is_ok());
+    ASSERT_TRUE(ctx.forward(batch, model_state, logits).is_ok());
     check(logits.data(), i);
   }
 }
@@ -224,22 +224,22 @@ TEST_P(DenseReference, BatchInvarianceAndSlotIsolationAreBitExact) {
   for (int32_t& t : b) t = 32 + (t * 3) % 95;
 
   // Token by token, slot 0 alone.
-  state::KvCache kv_single((*model)->kv_specs(), 2, 64);
+  state::ModelState state_single((*model)->kv_specs(), (*model)->recurrent_specs(), 2, 64);
   std::vector<std::vector<float>> single;
   model::Batch batch;
   std::vector<float> logits;
   for (size_t i = 0; i < a.size(); ++i) {
     batch.clear();
     batch.add(a[i], static_cast<int32_t>(i), 0, true);
-    ASSERT_TRUE(ctx.forward(batch, kv_single, logits).is_ok());
+    ASSERT_TRUE(ctx.forward(batch, state_single, logits).is_ok());
     single.push_back(logits);
   }
   // Whole prompt of a in slot 1 next to b's prompt in slot 0, one batch.
-  state::KvCache kv_mixed((*model)->kv_specs(), 2, 64);
+  state::ModelState state_mixed((*model)->kv_specs(), (*model)->recurrent_specs(), 2, 64);
   batch.clear();
   for (size_t i = 0; i < b.size(); ++i) batch.add(b[i], static_cast<int32_t>(i), 0, false);
   for (size_t i = 0; i < a.size(); ++i) batch.add(a[i], static_cast<int32_t>(i), 1, true);
-  ASSERT_TRUE(ctx.forward(batch, kv_mixed, logits).is_ok());
+  ASSERT_TRUE(ctx.forward(batch, state_mixed, logits).is_ok());
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(0, std::memcmp(logits.data() + i * n_vocab, single[i].data(), n_vocab * sizeof(float)))
         << GetParam() << ": position " << i << " differs between a batch of " << batch.size() << " and decoding alone";
@@ -251,24 +251,24 @@ TEST_P(DenseReference, BadBatchesAreRejectedWithAReason) {
   ASSERT_TRUE(model.is_ok());
   ThreadPool pool(1);
   model::ForwardContext ctx(**model, pool, 8);
-  state::KvCache kv((*model)->kv_specs(), 2, 16);
+  state::ModelState model_state((*model)->kv_specs(), (*model)->recurrent_specs(), 2, 16);
   std::vector<float> logits;
   model::Batch batch;
   batch.add(100000, 0, 0, true);
-  EXPECT_NE(ctx.forward(batch, kv, logits).message().find("vocabulary"), std::string::npos);
+  EXPECT_NE(ctx.forward(batch, model_state, logits).message().find("vocabulary"), std::string::npos);
   batch.clear();
   batch.add(65, 16, 0, true);
-  EXPECT_NE(ctx.forward(batch, kv, logits).message().find("context"), std::string::npos);
+  EXPECT_NE(ctx.forward(batch, model_state, logits).message().find("context"), std::string::npos);
   batch.clear();
   batch.add(65, 0, 2, true);
-  EXPECT_NE(ctx.forward(batch, kv, logits).message().find("slot"), std::string::npos);
+  EXPECT_NE(ctx.forward(batch, model_state, logits).message().find("slot"), std::string::npos);
   batch.clear();
   batch.add(65, 0, 0, true);
   batch.add(66, 2, 0, true);
-  EXPECT_NE(ctx.forward(batch, kv, logits).message().find("does not follow"), std::string::npos);
+  EXPECT_NE(ctx.forward(batch, model_state, logits).message().find("does not follow"), std::string::npos);
   batch.clear();
   for (int i = 0; i < 9; ++i) batch.add(65, i, 0, true);
-  EXPECT_NE(ctx.forward(batch, kv, logits).message().find("exceeds"), std::string::npos);
+  EXPECT_NE(ctx.forward(batch, model_state, logits).message().find("exceeds"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, DenseReference, ::testing::Values("llama", "qwen3", "gemma3"));

@@ -44,7 +44,7 @@ bool avx2_supported() {
 
 VecDotFn vec_dot_fn(tensor::DType weight_type) { return kernel_for(weight_type).one; }
 
-VecDotRowsFn vec_dot_rows_fn(tensor::DType weight_type) { return kernel_for(weight_type).rows; }
+VecDotTileFn vec_dot_tile_fn(tensor::DType weight_type) { return kernel_for(weight_type).tile; }
 
 QuantizeRowFn quantize_row_fn(tensor::DType activation_type) {
   return use_avx2() ? avx2::quantize_row_fn(activation_type) : scalar::quantize_row_fn(activation_type);

@@ -29,17 +29,20 @@ constexpr int64_t kMaxActivationGroup = 8;
 // Below this many activation values, quantizing on the calling thread beats waking the pool for it.
 constexpr int64_t kParallelQuantizeValues = 64 * 1024;
 
-// Quantizes n_rows rows of n_in floats; blocks are independent, so any split gives the same bytes.
-void quantize_rows(QuantizeRowFn quantize, int64_t block_size, size_t block_bytes, const float* x, int64_t n_in,
-                   int64_t n_rows, uint8_t* out, size_t out_row_bytes, ThreadPool& pool) {
+// Quantizes n_rows rows of n_in floats into tile rows (vec_dot_impl.h); blocks are independent, so any split
+// gives the same bytes.
+void quantize_rows(QuantizeRowFn quantize, tensor::DType act_type, int64_t block_size, size_t block_bytes,
+                   const float* x, int64_t n_in, int64_t n_rows, uint8_t* out, size_t out_row_bytes,
+                   ThreadPool& pool) {
   const int64_t blocks_per_row = n_in / block_size;
   auto quantize_range = [&](int64_t begin, int64_t end) {  // global block indices
     while (begin < end) {
       const int64_t row = begin / blocks_per_row;
       const int64_t first = begin % blocks_per_row;
       const int64_t count = std::min(end - begin, blocks_per_row - first);
-      quantize(x + row * n_in + first * block_size, out + row * out_row_bytes + first * block_bytes,
-               count * block_size);
+      uint8_t* out_row = out + row * out_row_bytes;
+      quantize(x + row * n_in + first * block_size, out_row + first * block_bytes, count * block_size);
+      fill_tile_row_scales(act_type, n_in, out_row, first, count);
       begin += count;
     }
   };
@@ -56,8 +59,8 @@ void quantize_rows(QuantizeRowFn quantize, int64_t block_size, size_t block_byte
 void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
             ThreadPool& pool) {
   const tensor::DTypeTraits& traits = tensor::dtype_traits(weight.dtype);
-  const VecDotRowsFn dot_rows = vec_dot_rows_fn(weight.dtype);
-  REWIND_CHECK(dot_rows != nullptr, "matmul: no CPU kernel for {} weight {}", traits.name, weight.name);
+  const VecDotTileFn dot_tile = vec_dot_tile_fn(weight.dtype);
+  REWIND_CHECK(dot_tile != nullptr, "matmul: no CPU kernel for {} weight {}", traits.name, weight.name);
   REWIND_CHECK(weight.data != nullptr, "matmul: weight {} has no data", weight.name);
   const int64_t n_in = weight.n_cols();
   const int64_t n_out = weight.n_rows();
@@ -68,13 +71,13 @@ void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float*
   size_t act_row_bytes = static_cast<size_t>(n_in) * sizeof(float);
   if (act_type != tensor::DType::f32) {
     const tensor::DTypeTraits& act_traits = tensor::dtype_traits(act_type);
-    act_row_bytes = tensor::row_bytes(act_type, n_in);
+    act_row_bytes = tile_row_bytes(act_type, n_in);
     const size_t needed = act_row_bytes * static_cast<size_t>(n_rows);
     if (scratch.activations.size() < needed) scratch.activations.resize(needed);
     const QuantizeRowFn quantize = quantize_row_fn(act_type);
     REWIND_CHECK(quantize != nullptr, "matmul: no quantizer for activation type {}", act_traits.name);
-    quantize_rows(quantize, act_traits.block_size, act_traits.block_bytes, x, n_in, n_rows, scratch.activations.data(),
-                  act_row_bytes, pool);
+    quantize_rows(quantize, act_type, act_traits.block_size, act_traits.block_bytes, x, n_in, n_rows,
+                  scratch.activations.data(), act_row_bytes, pool);
     activations = scratch.activations.data();
   }
 
@@ -93,9 +96,8 @@ void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float*
       for (int64_t r = 0; r < n_rows; r += group_rows) {
         const int64_t n_group = std::min(group_rows, n_rows - r);
         const uint8_t* group = act + static_cast<size_t>(r) * act_row_bytes;
-        for (int64_t o = begin; o < end; ++o) {
-          dot_rows(n_in, weight.row(o), group, act_row_bytes, n_group, y + r * n_out + o, n_out);
-        }
+        dot_tile(n_in, weight.row(begin), weight.bytes_per_row(), end - begin, group, act_row_bytes, n_group,
+                 y + r * n_out + begin, n_out);
       }
     }
   });

@@ -184,17 +184,22 @@ float dot_q6_k(int64_t n, const void* weight, const void* activation) {
 }
 
 template <VecDotFn kOne>
-void rows_by_one(int64_t n, const void* weight, const void* activations, size_t activation_row_bytes,
-                 int64_t n_act_rows, float* out, int64_t out_stride) {
+void tile_by_one(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                 const void* activations, size_t activation_row_bytes, int64_t n_act_rows, float* out,
+                 int64_t out_stride) {
+  const auto* w = static_cast<const uint8_t*>(weights);
   const auto* act = static_cast<const uint8_t*>(activations);
   for (int64_t r = 0; r < n_act_rows; ++r) {
-    out[r * out_stride] = kOne(n, weight, act + static_cast<size_t>(r) * activation_row_bytes);
+    for (int64_t i = 0; i < n_weight_rows; ++i) {
+      out[r * out_stride + i] = kOne(n, w + static_cast<size_t>(i) * weight_row_bytes,
+                                     act + static_cast<size_t>(r) * activation_row_bytes);
+    }
   }
 }
 
 template <VecDotFn kOne>
 constexpr VecDotKernel make_kernel() {
-  return {kOne, rows_by_one<kOne>};
+  return {kOne, tile_by_one<kOne>};
 }
 
 void copy_f32_row(const float* x, void* activation_row, int64_t n) {

@@ -8,5 +8,6 @@ namespace rwd::model::arch {
 const ArchInfo& llama();
 const ArchInfo& qwen3();
 const ArchInfo& gemma3();
+const ArchInfo& qwen35();
 
 }  // namespace rwd::model::arch

@@ -10,7 +10,8 @@
 
 namespace rwd::model::blocks {
 
-void attention(const Model& model, ForwardContext& ctx, int il, int kv_layer, const float* x, float* out) {
+void attention(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
+  const int kv_layer = model.kv_index(il);
   const HParams& hp = model.hparams();
   const LayerWeights& lw = model.weights().layers[il];
   const LayerParams& lp = hp.layers[il];

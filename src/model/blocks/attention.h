@@ -8,7 +8,7 @@
 
 namespace rwd::model::blocks {
 
-// x: [n_tokens, n_embd] normed input; out: [n_tokens, n_embd]. kv_layer indexes the KV cache's layers.
-void attention(const Model& model, ForwardContext& ctx, int il, int kv_layer, const float* x, float* out);
+// x: [n_tokens, n_embd] normed input; out: [n_tokens, n_embd].
+void attention(const Model& model, ForwardContext& ctx, int il, const float* x, float* out);
 
 }  // namespace rwd::model::blocks

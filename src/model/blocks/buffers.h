@@ -14,6 +14,13 @@ enum BufferIndex : int {
   kBufferFfnGate = 6,
   kBufferFfnUp = 7,
   kBufferFfnOut = 8,
+  kBufferMixed = 9,       // attention output before the output projection (gated attention)
+  kBufferConvIn = 10,     // recurrent mixers: projected channels before the convolution
+  kBufferConvOut = 11,
+  kBufferGate = 12,       // recurrent mixers: z, the output gate
+  kBufferHeadParams = 13, // per-head scalars (beta, decay logits)
+  kBufferHeadParams2 = 14,
+  kBufferRecurrentOut = 15,
 };
 
 }  // namespace rwd::model::blocks

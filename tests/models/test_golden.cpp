@@ -1,6 +1,6 @@
-// Golden test for the dense qwen3 architecture against llama.cpp's outputs for the same random-weight model
-// (tests/data/qwen3-tiny-f32.*, made by another implementation): greedy ids over 64 steps, top-5
-// log-probabilities and full logit vectors within 1e-3.
+// Golden tests against llama.cpp's outputs for the same random-weight models (tests/data/<model>.*, made by
+// another implementation): greedy ids over 64 steps, top-5 log-probabilities and full logit vectors within
+// 1e-3, for the dense qwen3 model and the hybrid qwen35 model (Gated DeltaNet + gated attention).
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
@@ -17,16 +17,18 @@
 namespace rwd {
 namespace {
 
-const std::string kModel = std::string(REWIND_TEST_DATA) + "/qwen3-tiny-f32.gguf";
-const std::string kGolden = std::string(REWIND_TEST_DATA) + "/qwen3-tiny-f32.json";
+class Golden : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string model_path() const { return std::string(REWIND_TEST_DATA) + "/" + GetParam() + ".gguf"; }
+  nlohmann::json load_golden() const {
+    std::ifstream in(std::string(REWIND_TEST_DATA) + "/" + GetParam() + ".json");
+    return nlohmann::json::parse(in);
+  }
+};
 
-nlohmann::json load_golden() {
-  std::ifstream in(kGolden);
-  return nlohmann::json::parse(in);
-}
-
-TEST(Qwen3Golden, GreedyIdsAndTopLogprobsMatchLlamaCpp) {
+TEST_P(Golden, GreedyIdsAndTopLogprobsMatchLlamaCpp) {
   const nlohmann::json golden = load_golden();
+  const std::string kModel = model_path();
   for (int n_threads : {1, 2}) {
     EngineOptions options;
     options.model_path = kModel;
@@ -72,13 +74,13 @@ TEST(Qwen3Golden, GreedyIdsAndTopLogprobsMatchLlamaCpp) {
   }
 }
 
-TEST(Qwen3Golden, FullLogitsMatchLlamaCpp) {
+TEST_P(Golden, FullLogitsMatchLlamaCpp) {
   const nlohmann::json golden = load_golden();
-  auto model = model::Model::load(kModel);
+  auto model = model::Model::load(model_path());
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   ThreadPool pool(2);
   model::ForwardContext ctx(**model, pool, 128);
-  state::KvCache kv((*model)->kv_specs(), 1, 256);
+  state::ModelState model_state((*model)->kv_specs(), (*model)->recurrent_specs(), 1, 256);
   std::vector<int32_t> tokens = golden["prompt"]["ids"].get<std::vector<int32_t>>();
   const auto greedy = golden["greedy"]["ids"].get<std::vector<int32_t>>();
   const auto& values = golden["full_logits"]["values"];
@@ -86,7 +88,7 @@ TEST(Qwen3Golden, FullLogitsMatchLlamaCpp) {
   for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i + 1 == tokens.size());
   std::vector<float> logits;
   for (size_t step = 0; step < values.size(); ++step) {
-    ASSERT_TRUE(ctx.forward(batch, kv, logits).is_ok());
+    ASSERT_TRUE(ctx.forward(batch, model_state, logits).is_ok());
     const auto expected = values[step]["logits"].get<std::vector<double>>();
     ASSERT_EQ(logits.size(), expected.size());
     double max_error = 0.0;
@@ -98,6 +100,11 @@ TEST(Qwen3Golden, FullLogitsMatchLlamaCpp) {
     tokens.push_back(next);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("qwen3-tiny-f32", "qwen35-tiny-f32"),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return param_info.param.substr(0, param_info.param.find('-'));
+                         });
 
 }  // namespace
 }  // namespace rwd

@@ -1,0 +1,66 @@
+// Causal conv1d: argument checks, dispatch, the window update both paths share, and the portable path.
+// Channels go in blocks whose taps are first transposed to [tap][channel], so the inner loop runs along
+// contiguous channels (and the compiler may vectorise it without changing any rounding).
+#include "kernels/cpu/conv1d.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/recurrent_kernel_variants.h"
+
+namespace rwd::kernels::cpu {
+
+void causal_conv1d(const float* x, int64_t n_tokens, int64_t n_channels, const float* weight, int64_t d_conv,
+                   const float* bias, float* window, float* out) {
+  REWIND_CHECK(d_conv >= 1 && d_conv <= kConv1dMaxKernel, "causal_conv1d: d_conv={} must be in 1..{}", d_conv,
+               kConv1dMaxKernel);
+  REWIND_CHECK(n_tokens >= 0 && n_channels >= 0, "causal_conv1d: n_tokens={} n_channels={}", n_tokens, n_channels);
+  if (has_avx2_fma()) {
+    detail::causal_conv1d_avx2(x, n_tokens, n_channels, weight, d_conv, bias, window, out);
+  } else {
+    detail::causal_conv1d_scalar(x, n_tokens, n_channels, weight, d_conv, bias, window, out);
+  }
+}
+
+namespace detail {
+
+void shift_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window) {
+  const int64_t n_window = d_conv - 1;
+  if (n_window == 0 || n_tokens == 0) return;  // nothing moves (and window or x may be null)
+  const size_t row_bytes = static_cast<size_t>(n_channels) * sizeof(float);
+  if (n_tokens >= n_window) {
+    std::memcpy(window, x + (n_tokens - n_window) * n_channels, static_cast<size_t>(n_window) * row_bytes);
+    return;
+  }
+  const int64_t n_kept = n_window - n_tokens;
+  std::memmove(window, window + n_tokens * n_channels, static_cast<size_t>(n_kept) * row_bytes);
+  std::memcpy(window + n_kept * n_channels, x, static_cast<size_t>(n_tokens) * row_bytes);
+}
+
+void causal_conv1d_scalar(const float* x, int64_t n_tokens, int64_t n_channels, const float* weight, int64_t d_conv,
+                          const float* bias, float* window, float* out) {
+  constexpr int64_t kBlock = 64;
+  const int64_t n_window = d_conv - 1;
+  float taps[kConv1dMaxKernel][kBlock];
+  float acc[kBlock];
+  for (int64_t c0 = 0; c0 < n_channels; c0 += kBlock) {
+    const int64_t n_block = std::min(kBlock, n_channels - c0);
+    for (int64_t c = 0; c < n_block; ++c) {
+      for (int64_t i = 0; i < d_conv; ++i) taps[i][c] = weight[(c0 + c) * d_conv + i];
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t c = 0; c < n_block; ++c) acc[c] = bias != nullptr ? bias[c0 + c] : 0.0f;
+      for (int64_t i = 0; i < d_conv; ++i) {
+        const float* in = t + i < n_window ? window + (t + i) * n_channels : x + (t + i - n_window) * n_channels;
+        for (int64_t c = 0; c < n_block; ++c) acc[c] += taps[i][c] * in[c0 + c];
+      }
+      std::copy_n(acc, n_block, out + t * n_channels + c0);
+    }
+  }
+  shift_conv_window(x, n_tokens, n_channels, d_conv, window);
+}
+
+}  // namespace detail
+}  // namespace rwd::kernels::cpu

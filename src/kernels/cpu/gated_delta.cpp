@@ -1,0 +1,173 @@
+// Gated delta rule: argument checks, the split of the work over threads, dispatch, and the portable path.
+// Each value row j of a head's state (M[j][:], head_k_dim floats) evolves independently of the other rows, so a
+// row is run through a chunk of tokens while it sits in L1: per token, one read for S'ᵀk and one rewrite with
+// the update routine that apply_gated_delta_record also uses, summing Sᵀq from the new values (DESIGN §9).
+// S'ᵀk is computed as S (decay ∘ k), which is S'ᵀk up to rounding; only u (recorded) depends on it.
+#include "kernels/cpu/gated_delta.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/recurrent_kernel_variants.h"
+
+namespace rwd::kernels::cpu {
+namespace {
+
+void check_params(const GatedDeltaParams& params) {
+  REWIND_CHECK(params.n_head_k > 0 && params.n_head_v > 0 && params.n_head_v % params.n_head_k == 0,
+               "gated_delta: n_head_v={} must be a positive multiple of n_head_k={}", params.n_head_v,
+               params.n_head_k);
+  REWIND_CHECK(params.head_k_dim >= 1 && params.head_k_dim <= kGatedDeltaMaxHeadDim && params.head_v_dim >= 1 &&
+                   params.head_v_dim <= kGatedDeltaMaxHeadDim,
+               "gated_delta: head_k_dim={} and head_v_dim={} must be in 1..{}", params.head_k_dim,
+               params.head_v_dim, kGatedDeltaMaxHeadDim);
+}
+
+}  // namespace
+
+void gated_delta_rule(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                      int64_t n_tokens, float* state, float* out, float* u_out, const GatedDeltaParams& params,
+                      ThreadPool* pool) {
+  detail::gated_delta_rule_with(has_avx2_fma() ? detail::gated_delta_rows_avx2 : detail::gated_delta_rows_scalar,
+                                {q, k, v, g, beta, n_tokens, state, out, u_out, params}, pool);
+}
+
+void gated_delta_decay(const float* g, float* decay, int64_t n) {
+  if (has_avx2_fma()) {
+    detail::gated_delta_decay_avx2(g, decay, n);
+  } else {
+    detail::gated_delta_decay_scalar(g, decay, n);
+  }
+}
+
+void apply_gated_delta_record(float* head_state, const float* k, const float* u, const float* decay,
+                              const GatedDeltaParams& params) {
+  check_params(params);
+  if (has_avx2_fma()) {
+    detail::apply_gated_delta_record_avx2(head_state, k, u, decay, params);
+  } else {
+    detail::apply_gated_delta_record_scalar(head_state, k, u, decay, params);
+  }
+}
+
+namespace detail {
+
+void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, ThreadPool* pool) {
+  const GatedDeltaParams& params = args.params;
+  check_params(params);
+  REWIND_CHECK(args.n_tokens >= 0, "gated_delta: n_tokens={} is negative", args.n_tokens);
+  if (args.n_tokens == 0) return;
+  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
+  const int64_t dv = params.head_v_dim;
+  // Heads are the work items; with fewer than two heads per thread, heads are also cut into row ranges of at
+  // least 32 rows (a multiple of 8, the AVX2 row group), so that decoding a few heads still uses every thread.
+  int64_t n_row_blocks = 1;
+  if (params.n_head_v < 2 * n_threads) {
+    n_row_blocks = std::min((2 * n_threads + params.n_head_v - 1) / params.n_head_v, (dv + 31) / 32);
+  }
+  const int64_t rows_per_block = ((dv + n_row_blocks - 1) / n_row_blocks + 7) / 8 * 8;
+  n_row_blocks = (dv + rows_per_block - 1) / rows_per_block;
+  const auto run_items = [&](int64_t item_begin, int64_t item_end) {
+    for (int64_t item = item_begin; item < item_end; ++item) {
+      const int64_t row_begin = item % n_row_blocks * rows_per_block;
+      rows_fn(args, item / n_row_blocks, row_begin, std::min(dv, row_begin + rows_per_block));
+    }
+  };
+  if (n_threads == 1) {
+    run_items(0, params.n_head_v * n_row_blocks);
+  } else {
+    pool->parallel_for(params.n_head_v * n_row_blocks, run_items);
+  }
+}
+
+namespace {
+
+// Tokens whose decays and decayed keys are prepared together; each row then runs through all of them.
+constexpr int64_t kTokenChunk = 8;
+
+// The one state-update expression of the portable path, shared by the forward and the record apply:
+// two rounded products, one rounded sum.
+template <bool kPerChannel>
+inline void update_row(float* row, int64_t dk, const float* k, const float* decay, float u) {
+  for (int64_t i = 0; i < dk; ++i) row[i] = row[i] * (kPerChannel ? decay[i] : decay[0]) + k[i] * u;
+}
+
+// Eight partial sums in a fixed order, combined as a tree: reproducible and off the add-latency chain.
+inline float dot(const float* a, const float* b, int64_t n) {
+  float partial[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int lane = 0; lane < 8; ++lane) partial[lane] += a[i + lane] * b[i + lane];
+  }
+  for (; i < n; ++i) partial[i % 8] += a[i] * b[i];
+  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+}
+
+template <bool kPerChannel>
+void apply_record(float* head_state, const float* k, const float* u, const float* decay,
+                  const GatedDeltaParams& params) {
+  for (int64_t j = 0; j < params.head_v_dim; ++j) {
+    update_row<kPerChannel>(head_state + j * params.head_k_dim, params.head_k_dim, k, decay, u[j]);
+  }
+}
+
+template <bool kPerChannel>
+void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int64_t row_end) {
+  const GatedDeltaParams& p = args.params;
+  const int64_t dk = p.head_k_dim;
+  const int64_t dv = p.head_v_dim;
+  const int64_t n_decay = kPerChannel ? dk : 1;
+  const int64_t hk = ref::key_head_of(h, p);
+  float* head_state = args.state + h * dv * dk;
+  float decay[kTokenChunk][kGatedDeltaMaxHeadDim];
+  float decayed_k[kTokenChunk][kGatedDeltaMaxHeadDim];
+  for (int64_t t0 = 0; t0 < args.n_tokens; t0 += kTokenChunk) {
+    const int64_t n_chunk = std::min(kTokenChunk, args.n_tokens - t0);
+    for (int64_t c = 0; c < n_chunk; ++c) {
+      const int64_t t = t0 + c;
+      const float* k_t = args.k + (t * p.n_head_k + hk) * dk;
+      gated_delta_decay_scalar(args.g + (t * p.n_head_v + h) * n_decay, decay[c], n_decay);
+      for (int64_t i = 0; i < dk; ++i) decayed_k[c][i] = k_t[i] * decay[c][kPerChannel ? i : 0];
+    }
+    for (int64_t j = row_begin; j < row_end; ++j) {
+      float* row = head_state + j * dk;
+      for (int64_t c = 0; c < n_chunk; ++c) {
+        const int64_t t = t0 + c;
+        const int64_t at = (t * p.n_head_v + h) * dv + j;  // element j of token t's value row of head h
+        const float u = args.beta[t * p.n_head_v + h] * (args.v[at] - dot(row, decayed_k[c], dk));
+        if (args.u_out != nullptr) args.u_out[at] = u;
+        update_row<kPerChannel>(row, dk, args.k + (t * p.n_head_k + hk) * dk, decay[c], u);
+        args.out[at] = dot(row, args.q + (t * p.n_head_k + hk) * dk, dk) * p.scale;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gated_delta_decay_scalar(const float* g, float* decay, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) decay[i] = std::exp(g[i]);
+}
+
+void apply_gated_delta_record_scalar(float* head_state, const float* k, const float* u, const float* decay,
+                                     const GatedDeltaParams& params) {
+  if (params.per_channel_decay) {
+    apply_record<true>(head_state, k, u, decay, params);
+  } else {
+    apply_record<false>(head_state, k, u, decay, params);
+  }
+}
+
+void gated_delta_rows_scalar(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end) {
+  if (args.params.per_channel_decay) {
+    forward_rows<true>(args, head, row_begin, row_end);
+  } else {
+    forward_rows<false>(args, head, row_begin, row_end);
+  }
+}
+
+}  // namespace detail
+}  // namespace rwd::kernels::cpu

@@ -1,0 +1,54 @@
+// The gated delta rule (Gated DeltaNet; Kimi Delta Attention with a per-channel decay), run token by token
+// over one sequence's recurrent state, in the operation order of DESIGN §5 so that replaying a record is
+// bit-identical to what the forward did:
+//   S' = decay(t) ∘ S                     decay = exp(g): one scalar per head, or one per key channel (KDA)
+//   u  = beta(t) * (v(t) - S'ᵀ k(t))      the correction; written to `u_out` as the token's record
+//   S  = S' + k(t) u(t)ᵀ                  apply_gated_delta_record() does exactly these two lines
+//   o(t) = Sᵀ q(t) * scale
+// q and k are expected L2-normalised by the caller. State layout is value-major, as llama.cpp stores it:
+// state[h][j][i] = S_h[i][j] (i: key index, j: value index), [n_head_v, head_v_dim, head_k_dim].
+// The parameter types are the reference's (kernels/ref/gated_delta.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ref/gated_delta.h"
+
+namespace rwd {
+class ThreadPool;
+}
+
+namespace rwd::kernels::cpu {
+
+using KeyHeadMapping = ref::KeyHeadMapping;
+using GatedDeltaParams = ref::GatedDeltaParams;
+
+// head_k_dim and head_v_dim may be any value in 1 .. kGatedDeltaMaxHeadDim.
+inline constexpr int64_t kGatedDeltaMaxHeadDim = 512;
+
+// q, k:   [n_tokens, n_head_k, head_k_dim]
+// v:      [n_tokens, n_head_v, head_v_dim]
+// g:      [n_tokens, n_head_v] log-decay (<= 0), or [n_tokens, n_head_v, head_k_dim] when per_channel_decay
+// beta:   [n_tokens, n_head_v]
+// state:  [n_head_v, head_v_dim, head_k_dim], updated in place
+// out:    [n_tokens, n_head_v, head_v_dim]
+// u_out:  [n_tokens, n_head_v, head_v_dim] or null; the corrections, for the record log
+// out and u_out must not alias the inputs or the state. Heads are independent and are split over the pool's
+// threads (pool may be null); the result never depends on the thread count. Each token's arithmetic is the
+// same whatever n_tokens is, so one call over T tokens equals any split of them into consecutive calls.
+void gated_delta_rule(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                      int64_t n_tokens, float* state, float* out, float* u_out, const GatedDeltaParams& params,
+                      ThreadPool* pool);
+
+// decay[i] = exp(g[i]) for n values, computed exactly as gated_delta_rule computes a token's decay (the result
+// for one value does not depend on n or on its neighbours). Records must carry decays made by this function:
+// another exp (std::exp, a float64 exp) can differ in the last bit and break bit-exact replay.
+void gated_delta_decay(const float* g, float* decay, int64_t n);
+
+// Applies one token's record to one head's state: S = decay ∘ S + k uᵀ, with exactly the arithmetic the
+// forward uses. head_state: [head_v_dim, head_k_dim]; k: [head_k_dim]; u: [head_v_dim];
+// decay: gated_delta_decay(g), 1 value (scalar) or head_k_dim values (per channel).
+void apply_gated_delta_record(float* head_state, const float* k, const float* u, const float* decay,
+                              const GatedDeltaParams& params);
+
+}  // namespace rwd::kernels::cpu

@@ -1,0 +1,90 @@
+#include "model/blocks/gated_delta_net.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/conv1d.h"
+#include "kernels/cpu/gated_delta.h"
+#include "kernels/cpu/gated_rms_norm.h"
+#include "kernels/cpu/l2_norm.h"
+#include "kernels/cpu/matmul.h"
+#include "model/blocks/buffers.h"
+
+namespace rwd::model::blocks {
+namespace {
+
+// As llama.cpp computes it, so decays agree with GGUF files tuned against it.
+float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
+  const HParams& hp = model.hparams();
+  const LayerWeights& lw = model.weights().layers[il];
+  const int rl = model.recurrent_index(il);
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t head_dim = hp.ssm_head_dim;
+  const int64_t qk_width = hp.ssm_n_head_k * head_dim;
+  const int64_t v_width = hp.ssm_n_head_v * head_dim;
+  const int64_t n_channels = 2 * qk_width + v_width;
+  const int64_t n_head_v = hp.ssm_n_head_v;
+
+  float* mixed = ctx.buffer(kBufferConvIn, n_tokens * n_channels);  // [n_tokens, q | k | v channels]
+  float* z = ctx.buffer(kBufferGate, n_tokens * v_width);           // [n_tokens, n_head_v, head_dim]
+  float* beta = ctx.buffer(kBufferHeadParams, n_tokens * n_head_v);  // [n_tokens, n_head_v]
+  float* g = ctx.buffer(kBufferHeadParams2, n_tokens * n_head_v);    // [n_tokens, n_head_v]
+  kernels::cpu::matmul(lw.attn_qkv, x, n_tokens, mixed, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul(lw.attn_gate, x, n_tokens, z, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul(lw.ssm_beta, x, n_tokens, beta, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul(lw.ssm_alpha, x, n_tokens, g, ctx.matmul_scratch(), ctx.pool());
+  const float* dt_bias = lw.ssm_dt.f32();
+  const float* a = lw.ssm_a.f32();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t h = 0; h < n_head_v; ++h) {
+      beta[t * n_head_v + h] = sigmoid(beta[t * n_head_v + h]);
+      g[t * n_head_v + h] = softplus(g[t * n_head_v + h] + dt_bias[h]) * a[h];
+    }
+  }
+
+  float* conv = ctx.buffer(kBufferConvOut, n_tokens * n_channels);  // [n_tokens, q | k | v channels]
+  for (const SlotSpan& span : ctx.slot_spans()) {
+    kernels::cpu::causal_conv1d(mixed + span.begin * n_channels, span.end - span.begin, n_channels,
+                                lw.ssm_conv1d.f32(), hp.ssm_d_conv, nullptr,
+                                ctx.recurrent().conv_window(rl, span.slot), conv + span.begin * n_channels);
+  }
+  // SiLU, then split the channels into contiguous q, k and v rows for the delta rule.
+  float* q = ctx.buffer(kBufferQ, n_tokens * qk_width);  // [n_tokens, n_head_k, head_dim]
+  float* k = ctx.buffer(kBufferK, n_tokens * qk_width);  // [n_tokens, n_head_k, head_dim]
+  float* v = ctx.buffer(kBufferV, n_tokens * v_width);   // [n_tokens, n_head_v, head_dim]
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* row = conv + t * n_channels;
+    for (int64_t c = 0; c < n_channels; ++c) row[c] = row[c] * sigmoid(row[c]);
+    std::copy_n(row, qk_width, q + t * qk_width);
+    std::copy_n(row + qk_width, qk_width, k + t * qk_width);
+    std::copy_n(row + 2 * qk_width, v_width, v + t * v_width);
+  }
+  kernels::cpu::l2_norm(q, q, n_tokens * hp.ssm_n_head_k, head_dim, hp.rms_eps);
+  kernels::cpu::l2_norm(k, k, n_tokens * hp.ssm_n_head_k, head_dim, hp.rms_eps);
+
+  kernels::cpu::GatedDeltaParams params;
+  params.n_head_k = hp.ssm_n_head_k;
+  params.n_head_v = n_head_v;
+  params.head_k_dim = head_dim;
+  params.head_v_dim = head_dim;
+  params.mapping = hp.ssm_key_head_mapping;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  float* o = ctx.buffer(kBufferRecurrentOut, n_tokens * v_width);  // [n_tokens, n_head_v, head_dim]
+  for (const SlotSpan& span : ctx.slot_spans()) {
+    const int64_t b = span.begin;
+    kernels::cpu::gated_delta_rule(q + b * qk_width, k + b * qk_width, v + b * v_width, g + b * n_head_v,
+                                   beta + b * n_head_v, span.end - span.begin,
+                                   ctx.recurrent().ssm_state(rl, span.slot), o + b * v_width, nullptr, params,
+                                   &ctx.pool());
+  }
+  kernels::cpu::gated_rms_norm(o, z, lw.ssm_norm.f32(), o, n_tokens * n_head_v, head_dim, hp.rms_eps,
+                               kernels::cpu::GateActivation::silu);
+  kernels::cpu::matmul(lw.ssm_out, o, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+}
+
+}  // namespace rwd::model::blocks
