@@ -33,8 +33,9 @@ inline constexpr int64_t kGatedDeltaMaxHeadDim = 512;
 // state:  [n_head_v, head_v_dim, head_k_dim], updated in place
 // out:    [n_tokens, n_head_v, head_v_dim]
 // u_out:  [n_tokens, n_head_v, head_v_dim] or null; the corrections, for the record log
-// out and u_out must not alias the inputs or the state. Heads are independent and are split over the pool's
-// threads (pool may be null); the result never depends on the thread count. Each token's arithmetic is the
+// out and u_out must not alias the inputs or the state. Heads (and, when there are fewer than two per thread,
+// ranges of value rows within a head) are split over the pool's threads (pool may be null); the result never
+// depends on the thread count. Each token's arithmetic is the
 // same whatever n_tokens is, so one call over T tokens equals any split of them into consecutive calls.
 void gated_delta_rule(const float* q, const float* k, const float* v, const float* g, const float* beta,
                       int64_t n_tokens, float* state, float* out, float* u_out, const GatedDeltaParams& params,

@@ -88,8 +88,8 @@ inline void dot_rows(const float* const* rows, int64_t dk, const float* decayed_
   if (n_full < dk) run_block(Block{n_full, true, tail_mask(dk - n_full)});
 }
 
-// Tokens whose decays and decayed keys are prepared together (16 KiB of them at head_k_dim 128, in L1 beside
-// the rows); each row group then runs through all of them.
+// Tokens whose decays and decayed keys are prepared together; each row group then runs through all of them,
+// with their k, q, decay and decayed k (16 KiB at head_k_dim 128) in L1 beside the group's 4 KiB of rows.
 constexpr int64_t kTokenChunk = 8;
 
 struct TokenChunk {
