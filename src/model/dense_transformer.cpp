@@ -51,7 +51,10 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
                             key(hp, ArchKey::attention_value_length), value_length, hp.head_dim, hp.arch);
     }
   }
-  REWIND_ASSIGN_OR_RETURN(hp.n_ff, positive(file, key(hp, ArchKey::feed_forward_length)));
+  // Optional here: mixture-of-experts files may give only the expert sizes; dense users check it.
+  if (file.has(key(hp, ArchKey::feed_forward_length))) {
+    REWIND_ASSIGN_OR_RETURN(hp.n_ff, positive(file, key(hp, ArchKey::feed_forward_length)));
+  }
   REWIND_ASSIGN_OR_RETURN(hp.rms_eps, file.get_f32(key(hp, ArchKey::attention_layer_norm_rms_epsilon)));
   if (!(hp.rms_eps > 0.0f && hp.rms_eps < 1.0f)) {
     return Status::errorf("{} is {}, expected a small positive number", key(hp, ArchKey::attention_layer_norm_rms_epsilon),
@@ -93,6 +96,7 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
 }
 
 Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w) {
+  if (hp.n_ff <= 0) return Status::errorf("{} is missing", key(hp, ArchKey::feed_forward_length));
   const int64_t n_embd = hp.n_embd;
   const int64_t q_width = hp.n_head * hp.head_dim;
   const int64_t kv_width = hp.n_head_kv * hp.head_dim;

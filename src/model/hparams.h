@@ -59,6 +59,11 @@ struct HParams {
   int64_t ssm_head_dim = 0;
   int64_t ssm_d_conv = 0;
   kernels::cpu::KeyHeadMapping ssm_key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
+  // Mixture of experts (0 experts: dense FFN): routed experts of n_ff_exp, a shared expert of n_ff_shexp.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
   // Next-token-prediction layers stored after the trunk (blk.n_layer ..); the trunk forward skips them.
   int64_t n_nextn = 0;
 };

@@ -70,8 +70,13 @@ size_t Model::weight_bytes_per_token() const {
                                     &lw.attn_q_norm, &lw.attn_k_norm, &lw.attn_post_norm, &lw.ffn_norm,
                                     &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_post_norm, &lw.attn_qkv,
                                     &lw.attn_gate, &lw.ssm_conv1d, &lw.ssm_dt, &lw.ssm_a, &lw.ssm_beta,
-                                    &lw.ssm_alpha, &lw.ssm_norm, &lw.ssm_out}) {
+                                    &lw.ssm_alpha, &lw.ssm_norm, &lw.ssm_out, &lw.ffn_gate_inp,
+                                    &lw.ffn_gate_inp_shexp, &lw.ffn_gate_shexp, &lw.ffn_up_shexp, &lw.ffn_down_shexp}) {
       bytes += tensor_bytes(*t);
+    }
+    // A token reads only the experts it is routed to.
+    for (const tensor::Tensor* t : {&lw.ffn_gate_exps, &lw.ffn_up_exps, &lw.ffn_down_exps}) {
+      if (t->valid()) bytes += tensor_bytes(*t) / static_cast<size_t>(hparams_.n_expert) * hparams_.n_expert_used;
     }
   }
   return bytes;

@@ -6,8 +6,9 @@
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 4>& registry() {
-  static const std::array<const ArchInfo*, 4> rows = {&arch::llama(), &arch::qwen3(), &arch::gemma3(), &arch::qwen35()};
+const std::array<const ArchInfo*, 5>& registry() {
+  static const std::array<const ArchInfo*, 5> rows = {&arch::llama(),  &arch::qwen3(),     &arch::gemma3(),
+                                                      &arch::qwen35(), &arch::qwen35moe()};
   return rows;
 }
 

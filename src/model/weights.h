@@ -32,6 +32,15 @@ struct LayerWeights {
   tensor::Tensor ssm_alpha;  // [H_v, n_embd]
   tensor::Tensor ssm_norm;   // [S]
   tensor::Tensor ssm_out;    // [n_embd, H_v*S]
+  // Mixture of experts
+  tensor::Tensor ffn_gate_inp;        // router [n_expert, n_embd]
+  tensor::Tensor ffn_gate_exps;       // [n_expert, n_ff_exp, n_embd]
+  tensor::Tensor ffn_up_exps;         // [n_expert, n_ff_exp, n_embd]
+  tensor::Tensor ffn_down_exps;       // [n_expert, n_embd, n_ff_exp]
+  tensor::Tensor ffn_gate_inp_shexp;  // shared-expert gate [n_embd]
+  tensor::Tensor ffn_gate_shexp;      // [n_ff_shexp, n_embd]
+  tensor::Tensor ffn_up_shexp;        // [n_ff_shexp, n_embd]
+  tensor::Tensor ffn_down_shexp;      // [n_embd, n_ff_shexp]
 };
 
 struct Weights {

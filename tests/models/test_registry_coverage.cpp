@@ -18,6 +18,7 @@ const std::map<std::string, std::string> kReferenceTests = {
     {"qwen3", "test_golden (llama.cpp golden) + test_dense_reference"},
     {"gemma3", "test_dense_reference (float64 forward) + test_real_models (Gemma 3 vs llama.cpp)"},
     {"qwen35", "test_golden (llama.cpp golden for qwen35-tiny-f32)"},
+    {"qwen35moe", "test_golden (llama.cpp golden for qwen35moe-tiny-f32)"},
 };
 
 TEST(RegistryCoverage, EveryArchitectureHasAReferenceTest) {

@@ -9,5 +9,6 @@ const ArchInfo& llama();
 const ArchInfo& qwen3();
 const ArchInfo& gemma3();
 const ArchInfo& qwen35();
+const ArchInfo& qwen35moe();
 
 }  // namespace rwd::model::arch

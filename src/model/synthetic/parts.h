@@ -50,6 +50,13 @@ class TensorMaker {
     }
     add(name, {n_out, n_in}, values, true);
   }
+  // n_expert stacked matrices [n_expert, n_out, n_in], each like matrix().
+  void experts(const std::string& name, int64_t n_expert, int64_t n_out, int64_t n_in, float gain) {
+    const float scale = gain / std::sqrt(static_cast<float>(n_in));
+    std::vector<float> values(static_cast<size_t>(n_expert * n_out * n_in));
+    for (float& v : values) v = rng_.normal() * scale;
+    add(name, {n_expert, n_out, n_in}, values, true);
+  }
   void embedding(const std::string& name, int64_t n_vocab, int64_t n_embd, float stddev) {
     std::vector<float> values(static_cast<size_t>(n_vocab * n_embd));
     for (float& v : values) v = rng_.normal() * stddev;
@@ -104,5 +111,6 @@ Status write_llama(const SyntheticModelOptions& options, gguf::GgufWriter& write
 Status write_qwen3(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_gemma3(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_qwen35moe(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 
 }  // namespace rwd::synthetic

@@ -10,11 +10,14 @@ namespace {
 struct HybridShape {
   int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot, n_ff, n_vocab;
   int64_t ssm_n_head_k, ssm_n_head_v, ssm_head_dim, ssm_d_conv, n_nextn;
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;  // 0 experts: dense FFN
 };
 
 // qwen35 tiny is the shape of the shared golden model; small follows ../shared/research/peer-speed.md.
 constexpr HybridShape kQwen35Tiny = {128, 4, 4, 2, 64, 16, 384, 512, 2, 4, 32, 4, 1};
 constexpr HybridShape kQwen35Small = {768, 12, 8, 2, 128, 64, 2048, 16384, 4, 8, 128, 4, 1};
+constexpr HybridShape kQwen35MoeTiny = {128, 4, 4, 2, 64, 16, 384, 512, 2, 4, 32, 4, 1, 8, 2, 96, 192};
+constexpr HybridShape kQwen35MoeSmall = {768, 8, 8, 2, 128, 64, 2048, 16384, 4, 8, 128, 4, 1, 16, 4, 256, 512};
 constexpr int kFullAttentionInterval = 4;
 
 void write_attention_layer(TensorMaker& maker, const HybridShape& s, int il) {
@@ -49,16 +52,24 @@ void write_gated_delta_layer(TensorMaker& maker, const HybridShape& s, int il) {
 
 void write_ffn(TensorMaker& maker, const HybridShape& s, int il) {
   auto name = [il](gguf::TensorKind kind) { return gguf::tensor_name(kind, il); };
+  if (s.n_expert > 0) {
+    maker.matrix(name(gguf::TensorKind::ffn_gate_inp), s.n_expert, s.n_embd, 1.0f);
+    maker.experts(name(gguf::TensorKind::ffn_gate_exps), s.n_expert, s.n_ff_exp, s.n_embd, 1.0f);
+    maker.experts(name(gguf::TensorKind::ffn_up_exps), s.n_expert, s.n_ff_exp, s.n_embd, 1.0f);
+    maker.experts(name(gguf::TensorKind::ffn_down_exps), s.n_expert, s.n_embd, s.n_ff_exp, 1.0f);
+    maker.uniform(name(gguf::TensorKind::ffn_gate_inp_shexp), {s.n_embd}, -0.1f, 0.1f);
+    maker.matrix(name(gguf::TensorKind::ffn_gate_shexp), s.n_ff_shexp, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::ffn_up_shexp), s.n_ff_shexp, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::ffn_down_shexp), s.n_embd, s.n_ff_shexp, 1.0f);
+    return;
+  }
   maker.matrix(name(gguf::TensorKind::ffn_gate), s.n_ff, s.n_embd, 1.0f);
   maker.matrix(name(gguf::TensorKind::ffn_up), s.n_ff, s.n_embd, 1.0f);
   maker.matrix(name(gguf::TensorKind::ffn_down), s.n_embd, s.n_ff, 1.0f);
 }
 
-}  // namespace
-
-Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
-  const HybridShape& s = options.preset == "tiny" ? kQwen35Tiny : kQwen35Small;
-  const std::string arch = "qwen35";
+Status write_qwen35_family(const std::string& arch, const HybridShape& s, gguf::GgufWriter& writer,
+                           TensorMaker& maker) {
   auto key = [&arch](gguf::ArchKey which) { return gguf::arch_key(arch, which); };
   writer.set_u32(key(gguf::ArchKey::vocab_size), static_cast<uint32_t>(s.n_vocab));
   writer.set_u32(key(gguf::ArchKey::context_length), 4096);
@@ -83,6 +94,12 @@ Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writ
   writer.set_u32(key(gguf::ArchKey::ssm_inner_size), static_cast<uint32_t>(s.ssm_n_head_v * s.ssm_head_dim));
   writer.set_u32(key(gguf::ArchKey::full_attention_interval), kFullAttentionInterval);
   writer.set_u32(key(gguf::ArchKey::nextn_predict_layers), static_cast<uint32_t>(s.n_nextn));
+  if (s.n_expert > 0) {
+    writer.set_u32(key(gguf::ArchKey::expert_count), static_cast<uint32_t>(s.n_expert));
+    writer.set_u32(key(gguf::ArchKey::expert_used_count), static_cast<uint32_t>(s.n_expert_used));
+    writer.set_u32(key(gguf::ArchKey::expert_feed_forward_length), static_cast<uint32_t>(s.n_ff_exp));
+    writer.set_u32(key(gguf::ArchKey::expert_shared_feed_forward_length), static_cast<uint32_t>(s.n_ff_shexp));
+  }
   write_tokenizer(writer, s.n_vocab);
 
   maker.embedding(gguf::tensor_name(gguf::TensorKind::token_embd), s.n_vocab, s.n_embd, 1.0f);
@@ -107,6 +124,16 @@ Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writ
   const std::vector<bool> printable = printable_rows(s.n_vocab);
   maker.matrix(gguf::tensor_name(gguf::TensorKind::output), s.n_vocab, s.n_embd, 2.0f, &printable);
   return Status::ok();
+}
+
+}  // namespace
+
+Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
+  return write_qwen35_family("qwen35", options.preset == "tiny" ? kQwen35Tiny : kQwen35Small, writer, maker);
+}
+
+Status write_qwen35moe(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
+  return write_qwen35_family("qwen35moe", options.preset == "tiny" ? kQwen35MoeTiny : kQwen35MoeSmall, writer, maker);
 }
 
 }  // namespace rwd::synthetic

@@ -20,6 +20,7 @@ constexpr Generator kGenerators[] = {
     {"qwen3", synthetic::write_qwen3},
     {"gemma3", synthetic::write_gemma3},
     {"qwen35", synthetic::write_qwen35},
+    {"qwen35moe", synthetic::write_qwen35moe},
 };
 
 }  // namespace

@@ -1,0 +1,21 @@
+// qwen35moe (Qwen3.5 MoE): the Qwen3.5 family of qwen35_family.h with routed experts (softmax router,
+// top-k, renormalised weights) and a sigmoid-gated shared expert in every layer.
+#include "model/arch/architectures.h"
+#include "model/qwen35_family.h"
+
+namespace rwd::model::arch {
+namespace {
+
+Status load_hparams(const gguf::GgufFile& file, HParams& hp) { return load_qwen35_hparams(file, hp, true); }
+Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
+  return bind_qwen35_weights(binder, hp, w, true);
+}
+
+}  // namespace
+
+const ArchInfo& qwen35moe() {
+  static const ArchInfo info{"qwen35moe", load_hparams, bind_weights, forward_qwen35_layers};
+  return info;
+}
+
+}  // namespace rwd::model::arch

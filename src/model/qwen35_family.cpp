@@ -1,0 +1,156 @@
+#include "model/qwen35_family.h"
+
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/gated_attention.h"
+#include "model/blocks/gated_delta_net.h"
+#include "model/blocks/moe.h"
+#include "model/dense_transformer.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+
+namespace rwd::model {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+
+Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, ArchKey which) {
+  const std::string key = gguf::arch_key(hp.arch, which);
+  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
+  if (value == 0 || value > 65536) return Status::errorf("{} is {}, expected 1 .. 65536", key, value);
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
+
+Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, bool moe) {
+  REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
+  if (moe) {
+    REWIND_RETURN_IF_ERROR(blocks::load_moe_hparams(file, hp));
+  } else if (hp.n_ff <= 0) {
+    return Status::errorf("{} is missing", gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
+  }
+  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  hp.qk_norm = true;
+  REWIND_ASSIGN_OR_RETURN(uint32_t n_nextn, file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::nextn_predict_layers), 0));
+  if (n_nextn >= hp.n_layer) {
+    return Status::errorf("{} is {} but block_count is only {}", gguf::arch_key(hp.arch, ArchKey::nextn_predict_layers),
+                          n_nextn, hp.n_layer);
+  }
+  hp.n_nextn = n_nextn;
+  hp.n_layer -= hp.n_nextn;
+  hp.layers.resize(static_cast<size_t>(hp.n_layer));
+
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_count(file, hp, ArchKey::ssm_conv_kernel));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_head_dim, read_count(file, hp, ArchKey::ssm_state_size));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_k, read_count(file, hp, ArchKey::ssm_group_count));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_v, read_count(file, hp, ArchKey::ssm_time_step_rank));
+  REWIND_ASSIGN_OR_RETURN(int64_t d_inner, read_count(file, hp, ArchKey::ssm_inner_size));
+  if (hp.ssm_n_head_v % hp.ssm_n_head_k != 0) {
+    return Status::errorf("{} = {} is not a multiple of {} = {}", gguf::arch_key(hp.arch, ArchKey::ssm_time_step_rank),
+                          hp.ssm_n_head_v, gguf::arch_key(hp.arch, ArchKey::ssm_group_count), hp.ssm_n_head_k);
+  }
+  if (d_inner != hp.ssm_n_head_v * hp.ssm_head_dim) {
+    return Status::errorf("{} = {}, expected time_step_rank * state_size = {}",
+                          gguf::arch_key(hp.arch, ArchKey::ssm_inner_size), d_inner, hp.ssm_n_head_v * hp.ssm_head_dim);
+  }
+  if (file.has(gguf::arch_key(hp.arch, ArchKey::attention_recurrent_layers))) {
+    return Status::errorf("{} (an explicit per-layer list) is not supported yet; the layer pattern must come from {}",
+                          gguf::arch_key(hp.arch, ArchKey::attention_recurrent_layers),
+                          gguf::arch_key(hp.arch, ArchKey::full_attention_interval));
+  }
+  REWIND_ASSIGN_OR_RETURN(uint32_t interval,
+                          file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::full_attention_interval), 4));
+  if (interval == 0) return Status::errorf("{} is 0", gguf::arch_key(hp.arch, ArchKey::full_attention_interval));
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    hp.layers[il].kind = (il + 1) % interval == 0 ? LayerKind::gated_attention : LayerKind::gated_delta;
+  }
+  hp.ssm_key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
+  return Status::ok();
+}
+
+Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, bool moe) {
+  const int64_t n_embd = hp.n_embd;
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
+  if (binder.has(gguf::tensor_name(TensorKind::output))) {
+    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
+  } else {
+    w.output = w.token_embd;
+  }
+  const int64_t q_width = hp.n_head * hp.head_dim;
+  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+  const int64_t qk_width = hp.ssm_n_head_k * hp.ssm_head_dim;
+  const int64_t v_width = hp.ssm_n_head_v * hp.ssm_head_dim;
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& lw = w.layers[il];
+    auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+    REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_post_norm, binder.vector(name(TensorKind::attn_post_norm), n_embd));
+    if (hp.layers[il].kind == LayerKind::gated_delta) {
+      const int64_t n_channels = 2 * qk_width + v_width;
+      REWIND_ASSIGN_OR_RETURN(lw.attn_qkv, binder.matrix(name(TensorKind::attn_qkv), {n_channels, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_gate, binder.matrix(name(TensorKind::attn_gate), {v_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.ssm_conv1d, binder.floats(name(TensorKind::ssm_conv1d), {n_channels, hp.ssm_d_conv}));
+      REWIND_ASSIGN_OR_RETURN(lw.ssm_dt, binder.vector(gguf::tensor_name(TensorKind::ssm_dt, il, gguf::TensorSuffix::bias),
+                                                       hp.ssm_n_head_v));
+      REWIND_ASSIGN_OR_RETURN(lw.ssm_a, binder.vector(gguf::tensor_name(TensorKind::ssm_a, il, gguf::TensorSuffix::none),
+                                                      hp.ssm_n_head_v));
+      REWIND_ASSIGN_OR_RETURN(lw.ssm_beta, binder.matrix(name(TensorKind::ssm_beta), {hp.ssm_n_head_v, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.ssm_alpha, binder.matrix(name(TensorKind::ssm_alpha), {hp.ssm_n_head_v, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.ssm_norm, binder.vector(name(TensorKind::ssm_norm), hp.ssm_head_dim));
+      REWIND_ASSIGN_OR_RETURN(lw.ssm_out, binder.matrix(name(TensorKind::ssm_out), {n_embd, v_width}));
+    } else {
+      REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {2 * q_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_q_norm, binder.vector(name(TensorKind::attn_q_norm), hp.head_dim));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_k_norm, binder.vector(name(TensorKind::attn_k_norm), hp.head_dim));
+    }
+    if (moe) {
+      REWIND_RETURN_IF_ERROR(blocks::bind_moe_weights(binder, hp, il, lw));
+    } else {
+      REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+    }
+  }
+  return Status::ok();
+}
+
+void forward_qwen35_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const Weights& w = model.weights();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n = n_tokens * hp.n_embd;
+  float* x = ctx.hidden();                                       // [n_tokens, n_embd]
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);          // [n_tokens, n_embd]
+  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);         // [n_tokens, n_embd]
+  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);         // [n_tokens, n_embd]
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[il];
+    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    if (hp.layers[il].kind == LayerKind::gated_delta) {
+      blocks::gated_delta_net(model, ctx, il, normed, mixed);
+    } else {
+      blocks::gated_attention(model, ctx, il, normed, mixed);
+    }
+    blocks::add_residual(x, mixed, n);
+    kernels::cpu::rms_norm(x, lw.attn_post_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    if (hp.n_expert > 0) {
+      blocks::moe(model, ctx, il, normed, ffn_out);
+    } else {
+      blocks::ffn(model, ctx, il, normed, ffn_out);
+    }
+    blocks::add_residual(x, ffn_out, n);
+  }
+  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+}  // namespace rwd::model

@@ -1,0 +1,23 @@
+// The Qwen3.5 family (qwen35 dense, qwen35moe): three Gated DeltaNet layers for every gated-attention layer
+// (layer il is attention when (il + 1) % full_attention_interval == 0), pre-norm mixers, post_attention_norm
+// before the FFN (SwiGLU, or routed experts plus a gated shared expert), untied or tied output. V heads are
+// stored tiled, so V head h reads K head h % n_head_k. The nextn_predict_layers MTP blocks after the trunk
+// are not part of the trunk forward.
+#pragma once
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "model/hparams.h"
+#include "model/weight_binder.h"
+#include "model/weights.h"
+
+namespace rwd::model {
+
+class Model;
+class ForwardContext;
+
+Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, bool moe);
+Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, bool moe);
+void forward_qwen35_layers(const Model& model, ForwardContext& ctx);
+
+}  // namespace rwd::model
