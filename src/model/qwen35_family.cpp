@@ -27,7 +27,8 @@ Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, ArchKe
 
 }  // namespace
 
-Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, bool moe) {
+Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Variant variant) {
+  const bool moe = variant != Qwen35Variant::qwen35;
   REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
   if (moe) {
     REWIND_RETURN_IF_ERROR(blocks::load_moe_hparams(file, hp));
@@ -69,11 +70,13 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, bool moe) {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     hp.layers[il].kind = (il + 1) % interval == 0 ? LayerKind::gated_attention : LayerKind::gated_delta;
   }
-  hp.ssm_key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
+  hp.ssm_key_head_mapping = variant == Qwen35Variant::qwen3next ? kernels::cpu::KeyHeadMapping::divide
+                                                                 : kernels::cpu::KeyHeadMapping::modulo;
   return Status::ok();
 }
 
-Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, bool moe) {
+Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, Qwen35Variant variant) {
+  const bool moe = variant != Qwen35Variant::qwen35;
   const int64_t n_embd = hp.n_embd;
   REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
   REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
@@ -94,6 +97,11 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
     REWIND_ASSIGN_OR_RETURN(lw.attn_post_norm, binder.vector(name(TensorKind::attn_post_norm), n_embd));
     if (hp.layers[il].kind == LayerKind::gated_delta) {
       const int64_t n_channels = 2 * qk_width + v_width;
+      if (!binder.has(name(TensorKind::attn_qkv)) && binder.has(name(TensorKind::ssm_in))) {
+        return Status::errorf("tensor '{}' (the legacy fused qkvz projection) is not supported; convert the model "
+                              "with a current llama.cpp converter, which writes '{}' and '{}'",
+                              name(TensorKind::ssm_in), name(TensorKind::attn_qkv), name(TensorKind::attn_gate));
+      }
       REWIND_ASSIGN_OR_RETURN(lw.attn_qkv, binder.matrix(name(TensorKind::attn_qkv), {n_channels, n_embd}));
       REWIND_ASSIGN_OR_RETURN(lw.attn_gate, binder.matrix(name(TensorKind::attn_gate), {v_width, n_embd}));
       REWIND_ASSIGN_OR_RETURN(lw.ssm_conv1d, binder.floats(name(TensorKind::ssm_conv1d), {n_channels, hp.ssm_d_conv}));
@@ -101,8 +109,12 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
                                                        hp.ssm_n_head_v));
       REWIND_ASSIGN_OR_RETURN(lw.ssm_a, binder.vector(gguf::tensor_name(TensorKind::ssm_a, il, gguf::TensorSuffix::none),
                                                       hp.ssm_n_head_v));
-      REWIND_ASSIGN_OR_RETURN(lw.ssm_beta, binder.matrix(name(TensorKind::ssm_beta), {hp.ssm_n_head_v, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.ssm_alpha, binder.matrix(name(TensorKind::ssm_alpha), {hp.ssm_n_head_v, n_embd}));
+      if (variant == Qwen35Variant::qwen3next) {
+        REWIND_ASSIGN_OR_RETURN(lw.ssm_ba, binder.matrix(name(TensorKind::ssm_ba), {2 * hp.ssm_n_head_v, n_embd}));
+      } else {
+        REWIND_ASSIGN_OR_RETURN(lw.ssm_beta, binder.matrix(name(TensorKind::ssm_beta), {hp.ssm_n_head_v, n_embd}));
+        REWIND_ASSIGN_OR_RETURN(lw.ssm_alpha, binder.matrix(name(TensorKind::ssm_alpha), {hp.ssm_n_head_v, n_embd}));
+      }
       REWIND_ASSIGN_OR_RETURN(lw.ssm_norm, binder.vector(name(TensorKind::ssm_norm), hp.ssm_head_dim));
       REWIND_ASSIGN_OR_RETURN(lw.ssm_out, binder.matrix(name(TensorKind::ssm_out), {n_embd, v_width}));
     } else {

@@ -6,9 +6,9 @@
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 5>& registry() {
-  static const std::array<const ArchInfo*, 5> rows = {&arch::llama(),  &arch::qwen3(),     &arch::gemma3(),
-                                                      &arch::qwen35(), &arch::qwen35moe()};
+const std::array<const ArchInfo*, 6>& registry() {
+  static const std::array<const ArchInfo*, 6> rows = {&arch::llama(),  &arch::qwen3(),     &arch::gemma3(),
+                                                      &arch::qwen35(), &arch::qwen35moe(), &arch::qwen3next()};
   return rows;
 }
 

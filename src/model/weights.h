@@ -30,6 +30,7 @@ struct LayerWeights {
   tensor::Tensor ssm_a;      // -exp(A_log) [H_v]
   tensor::Tensor ssm_beta;   // [H_v, n_embd]
   tensor::Tensor ssm_alpha;  // [H_v, n_embd]
+  tensor::Tensor ssm_ba;     // qwen3next: beta and alpha together, per K group [b(r) | a(r)]: [2*H_v, n_embd]
   tensor::Tensor ssm_norm;   // [S]
   tensor::Tensor ssm_out;    // [n_embd, H_v*S]
   // Mixture of experts

@@ -1,7 +1,7 @@
 // Golden tests against llama.cpp's outputs for the same random-weight models (tests/data/<model>.*, made by
 // another implementation): greedy ids over 64 steps, top-5 log-probabilities and full logit vectors within
 // 1e-3, for the dense qwen3 model, the hybrid qwen35 model (Gated DeltaNet + gated attention) and its
-// mixture-of-experts variant qwen35moe.
+// mixture-of-experts variant qwen35moe, and qwen3next (grouped V heads, combined beta/alpha projection).
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
@@ -102,7 +102,8 @@ TEST_P(Golden, FullLogitsMatchLlamaCpp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("qwen3-tiny-f32", "qwen35-tiny-f32", "qwen35moe-tiny-f32"),
+INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("qwen3-tiny-f32", "qwen35-tiny-f32", "qwen35moe-tiny-f32",
+                                           "qwen3next-tiny-f32"),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
                            return param_info.param.substr(0, param_info.param.find('-'));
                          });

@@ -19,6 +19,7 @@ const std::map<std::string, std::string> kReferenceTests = {
     {"gemma3", "test_dense_reference (float64 forward) + test_real_models (Gemma 3 vs llama.cpp)"},
     {"qwen35", "test_golden (llama.cpp golden for qwen35-tiny-f32)"},
     {"qwen35moe", "test_golden (llama.cpp golden for qwen35moe-tiny-f32)"},
+    {"qwen3next", "test_golden (llama.cpp golden for qwen3next-tiny-f32)"},
 };
 
 TEST(RegistryCoverage, EveryArchitectureHasAReferenceTest) {

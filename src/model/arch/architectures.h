@@ -10,5 +10,6 @@ const ArchInfo& qwen3();
 const ArchInfo& gemma3();
 const ArchInfo& qwen35();
 const ArchInfo& qwen35moe();
+const ArchInfo& qwen3next();
 
 }  // namespace rwd::model::arch

@@ -5,9 +5,11 @@
 namespace rwd::model::arch {
 namespace {
 
-Status load_hparams(const gguf::GgufFile& file, HParams& hp) { return load_qwen35_hparams(file, hp, false); }
+Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
+  return load_qwen35_hparams(file, hp, Qwen35Variant::qwen35);
+}
 Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
-  return bind_qwen35_weights(binder, hp, w, false);
+  return bind_qwen35_weights(binder, hp, w, Qwen35Variant::qwen35);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// qwen35 generator: the trunk's Gated DeltaNet / gated-attention pattern, dense FFN and the MTP (nextn)
+// qwen35 / qwen35moe / qwen3next generator: the trunk's Gated DeltaNet / gated-attention pattern, dense FFN and the MTP (nextn)
 // layers, with GDN constants in the ranges the converter produces (ssm_a = -exp(A_log), A_log in [0, log 16)).
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
@@ -31,7 +31,7 @@ void write_attention_layer(TensorMaker& maker, const HybridShape& s, int il) {
   maker.norm(name(gguf::TensorKind::attn_k_norm), s.head_dim);
 }
 
-void write_gated_delta_layer(TensorMaker& maker, const HybridShape& s, int il) {
+void write_gated_delta_layer(TensorMaker& maker, const HybridShape& s, int il, bool combined_ba) {
   auto name = [il](gguf::TensorKind kind) { return gguf::tensor_name(kind, il); };
   const int64_t v_width = s.ssm_n_head_v * s.ssm_head_dim;
   const int64_t n_channels = 2 * s.ssm_n_head_k * s.ssm_head_dim + v_width;
@@ -44,8 +44,12 @@ void write_gated_delta_layer(TensorMaker& maker, const HybridShape& s, int il) {
   std::vector<float> a(static_cast<size_t>(s.ssm_n_head_v));
   for (float& value : a) value = -maker.draw_uniform(1.0f, 16.0f);
   maker.values(gguf::tensor_name(gguf::TensorKind::ssm_a, il, gguf::TensorSuffix::none), {s.ssm_n_head_v}, a);
-  maker.matrix(name(gguf::TensorKind::ssm_beta), s.ssm_n_head_v, s.n_embd, 1.0f);
-  maker.matrix(name(gguf::TensorKind::ssm_alpha), s.ssm_n_head_v, s.n_embd, 1.0f);
+  if (combined_ba) {
+    maker.matrix(name(gguf::TensorKind::ssm_ba), 2 * s.ssm_n_head_v, s.n_embd, 1.0f);
+  } else {
+    maker.matrix(name(gguf::TensorKind::ssm_beta), s.ssm_n_head_v, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::ssm_alpha), s.ssm_n_head_v, s.n_embd, 1.0f);
+  }
   maker.norm(name(gguf::TensorKind::ssm_norm), s.ssm_head_dim);
   maker.matrix(name(gguf::TensorKind::ssm_out), s.n_embd, v_width, 1.0f);
 }
@@ -83,10 +87,12 @@ Status write_qwen35_family(const std::string& arch, const HybridShape& s, gguf::
   writer.set_f32(key(gguf::ArchKey::attention_layer_norm_rms_epsilon), 1e-6f);
   writer.set_f32(key(gguf::ArchKey::rope_freq_base), 10000000.0f);
   writer.set_u32(key(gguf::ArchKey::rope_dimension_count), static_cast<uint32_t>(s.n_rot));
-  // M-RoPE sections in rotary pairs (text, height, width, extra), as the converter writes them.
-  const int32_t pairs = static_cast<int32_t>(s.n_rot / 2);
-  const int32_t third = (pairs + 2) / 3;
-  writer.set_i32_array(key(gguf::ArchKey::rope_dimension_sections), {third, third, pairs - 2 * third, 0});
+  if (arch != "qwen3next") {
+    // M-RoPE sections in rotary pairs (text, height, width, extra), as the converter writes them.
+    const int32_t pairs = static_cast<int32_t>(s.n_rot / 2);
+    const int32_t third = (pairs + 2) / 3;
+    writer.set_i32_array(key(gguf::ArchKey::rope_dimension_sections), {third, third, pairs - 2 * third, 0});
+  }
   writer.set_u32(key(gguf::ArchKey::ssm_conv_kernel), static_cast<uint32_t>(s.ssm_d_conv));
   writer.set_u32(key(gguf::ArchKey::ssm_state_size), static_cast<uint32_t>(s.ssm_head_dim));
   writer.set_u32(key(gguf::ArchKey::ssm_group_count), static_cast<uint32_t>(s.ssm_n_head_k));
@@ -110,7 +116,7 @@ Status write_qwen35_family(const std::string& arch, const HybridShape& s, gguf::
     if (nextn || (il + 1) % kFullAttentionInterval == 0) {
       write_attention_layer(maker, s, il);
     } else {
-      write_gated_delta_layer(maker, s, il);
+      write_gated_delta_layer(maker, s, il, arch == "qwen3next");
     }
     write_ffn(maker, s, il);
     if (nextn) {
@@ -134,6 +140,10 @@ Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writ
 
 Status write_qwen35moe(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
   return write_qwen35_family("qwen35moe", options.preset == "tiny" ? kQwen35MoeTiny : kQwen35MoeSmall, writer, maker);
+}
+
+Status write_qwen3next(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
+  return write_qwen35_family("qwen3next", options.preset == "tiny" ? kQwen35MoeTiny : kQwen35MoeSmall, writer, maker);
 }
 
 }  // namespace rwd::synthetic

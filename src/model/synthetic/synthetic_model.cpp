@@ -21,6 +21,7 @@ constexpr Generator kGenerators[] = {
     {"gemma3", synthetic::write_gemma3},
     {"qwen35", synthetic::write_qwen35},
     {"qwen35moe", synthetic::write_qwen35moe},
+    {"qwen3next", synthetic::write_qwen3next},
 };
 
 }  // namespace
