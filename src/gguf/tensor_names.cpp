@@ -19,6 +19,7 @@ struct NameRow {
 constexpr auto kNames = std::to_array<NameRow>({
     {TensorKind::token_embd, "token_embd", false},
     {TensorKind::output_norm, "output_norm", false},
+    {TensorKind::token_embd_norm, "token_embd_norm", false},
     {TensorKind::output, "output", false},
     {TensorKind::attn_norm, "attn_norm", true},
     {TensorKind::attn_q, "attn_q", true},

@@ -13,6 +13,7 @@ enum class TensorKind {
   // Whole-model tensors.
   token_embd,
   output_norm,
+  token_embd_norm,  // LFM2 writes its final norm under this name
   output,
   // Per layer, "blk.<il>.<name>": attention.
   attn_norm,

@@ -33,7 +33,9 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_ASSIGN_OR_RETURN(hp.n_layer, positive(file, key(hp, ArchKey::block_count)));
   REWIND_ASSIGN_OR_RETURN(hp.n_head, positive(file, key(hp, ArchKey::attention_head_count)));
   hp.n_head_kv = hp.n_head;
-  if (file.has(key(hp, ArchKey::attention_head_count_kv))) {
+  // A per-layer array (LFM2: 0 marks a convolution layer) is left to the architecture to read.
+  const gguf::Value* head_count_kv = file.find(key(hp, ArchKey::attention_head_count_kv));
+  if (head_count_kv != nullptr && head_count_kv->type != gguf::ValueType::array) {
     REWIND_ASSIGN_OR_RETURN(hp.n_head_kv, positive(file, key(hp, ArchKey::attention_head_count_kv)));
   }
   if (hp.n_head % hp.n_head_kv != 0) {

@@ -19,6 +19,7 @@ enum class LayerKind {
   attention,        // softmax attention over KV rows (dense models)
   gated_attention,  // attention with a per-head sigmoid output gate in q (qwen35, qwen3next)
   gated_delta,      // Gated DeltaNet (qwen35, qwen3next)
+  short_conv,       // LFM2's gated short convolution
 };
 
 inline bool uses_kv(LayerKind kind) { return kind == LayerKind::attention || kind == LayerKind::gated_attention; }
@@ -64,6 +65,8 @@ struct HParams {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   int64_t n_ff_shexp = 0;
+  // LFM2 short convolution: taps per channel (the window keeps n_shortconv_l_cache - 1 inputs).
+  int64_t n_shortconv_l_cache = 0;
   // Next-token-prediction layers stored after the trunk (blk.n_layer ..); the trunk forward skips them.
   int64_t n_nextn = 0;
 };

@@ -32,7 +32,8 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
   int n_recurrent = 0;
   for (const LayerParams& layer : model->hparams_.layers) {
     model->kv_index_.push_back(uses_kv(layer.kind) ? n_kv++ : -1);
-    model->recurrent_index_.push_back(layer.kind == LayerKind::gated_delta ? n_recurrent++ : -1);
+    const bool recurrent = layer.kind == LayerKind::gated_delta || layer.kind == LayerKind::short_conv;
+    model->recurrent_index_.push_back(recurrent ? n_recurrent++ : -1);
   }
   return model;
 }
@@ -49,9 +50,12 @@ std::vector<state::RecurrentSpec> Model::recurrent_specs() const {
   std::vector<state::RecurrentSpec> specs;
   const HParams& hp = hparams_;
   for (const LayerParams& layer : hp.layers) {
-    if (layer.kind != LayerKind::gated_delta) continue;
-    const int64_t channels = 2 * hp.ssm_n_head_k * hp.ssm_head_dim + hp.ssm_n_head_v * hp.ssm_head_dim;
-    specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim});
+    if (layer.kind == LayerKind::gated_delta) {
+      const int64_t channels = 2 * hp.ssm_n_head_k * hp.ssm_head_dim + hp.ssm_n_head_v * hp.ssm_head_dim;
+      specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim});
+    } else if (layer.kind == LayerKind::short_conv) {
+      specs.push_back({hp.n_shortconv_l_cache - 1, hp.n_embd, 0, 0, 0});
+    }
   }
   return specs;
 }
@@ -71,7 +75,8 @@ size_t Model::weight_bytes_per_token() const {
                                     &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_post_norm, &lw.attn_qkv,
                                     &lw.attn_gate, &lw.ssm_conv1d, &lw.ssm_dt, &lw.ssm_a, &lw.ssm_beta,
                                     &lw.ssm_alpha, &lw.ssm_norm, &lw.ssm_out, &lw.ffn_gate_inp,
-                                    &lw.ffn_gate_inp_shexp, &lw.ffn_gate_shexp, &lw.ffn_up_shexp, &lw.ffn_down_shexp}) {
+                                    &lw.ffn_gate_inp_shexp, &lw.ffn_gate_shexp, &lw.ffn_up_shexp, &lw.ffn_down_shexp,
+                                    &lw.shortconv_conv, &lw.shortconv_in_proj, &lw.shortconv_out_proj}) {
       bytes += tensor_bytes(*t);
     }
     // A token reads only the experts it is routed to.

@@ -6,9 +6,10 @@
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 6>& registry() {
-  static const std::array<const ArchInfo*, 6> rows = {&arch::llama(),  &arch::qwen3(),     &arch::gemma3(),
-                                                      &arch::qwen35(), &arch::qwen35moe(), &arch::qwen3next()};
+const std::array<const ArchInfo*, 7>& registry() {
+  static const std::array<const ArchInfo*, 7> rows = {&arch::llama(),     &arch::qwen3(),     &arch::gemma3(),
+                                                      &arch::qwen35(),    &arch::qwen35moe(), &arch::qwen3next(),
+                                                      &arch::lfm2()};
   return rows;
 }
 

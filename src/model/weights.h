@@ -33,6 +33,10 @@ struct LayerWeights {
   tensor::Tensor ssm_ba;     // qwen3next: beta and alpha together, per K group [b(r) | a(r)]: [2*H_v, n_embd]
   tensor::Tensor ssm_norm;   // [S]
   tensor::Tensor ssm_out;    // [n_embd, H_v*S]
+  // LFM2 short convolution
+  tensor::Tensor shortconv_conv;      // [n_embd, l_cache] taps
+  tensor::Tensor shortconv_in_proj;   // [3*n_embd, n_embd]: B, C, x
+  tensor::Tensor shortconv_out_proj;  // [n_embd, n_embd]
   // Mixture of experts
   tensor::Tensor ffn_gate_inp;        // router [n_expert, n_embd]
   tensor::Tensor ffn_gate_exps;       // [n_expert, n_ff_exp, n_embd]

@@ -20,6 +20,7 @@ const std::map<std::string, std::string> kReferenceTests = {
     {"qwen35", "test_golden (llama.cpp golden for qwen35-tiny-f32)"},
     {"qwen35moe", "test_golden (llama.cpp golden for qwen35moe-tiny-f32)"},
     {"qwen3next", "test_golden (llama.cpp golden for qwen3next-tiny-f32)"},
+    {"lfm2", "test_golden (llama.cpp golden for lfm2-tiny-f32)"},
 };
 
 TEST(RegistryCoverage, EveryArchitectureHasAReferenceTest) {

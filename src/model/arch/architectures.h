@@ -11,5 +11,6 @@ const ArchInfo& gemma3();
 const ArchInfo& qwen35();
 const ArchInfo& qwen35moe();
 const ArchInfo& qwen3next();
+const ArchInfo& lfm2();
 
 }  // namespace rwd::model::arch

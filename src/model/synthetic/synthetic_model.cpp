@@ -22,6 +22,7 @@ constexpr Generator kGenerators[] = {
     {"qwen35", synthetic::write_qwen35},
     {"qwen35moe", synthetic::write_qwen35moe},
     {"qwen3next", synthetic::write_qwen3next},
+    {"lfm2", synthetic::write_lfm2},
 };
 
 }  // namespace

@@ -1,0 +1,131 @@
+// lfm2 (LiquidAI LFM2): gated short-convolution layers mixed with GQA attention layers (q/k head norms, NeoX
+// RoPE); attention.head_count_kv is per layer and 0 marks a convolution layer. Each layer is
+// x += mixer(attn_norm(x)); x += SwiGLU(ffn_norm(x)); the final norm is stored as token_embd_norm.
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/arch/architectures.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/short_conv.h"
+#include "model/dense_transformer.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+
+namespace rwd::model::arch {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+
+Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
+  REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
+  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  hp.qk_norm = true;
+  const std::string l_cache_key = gguf::arch_key(hp.arch, ArchKey::shortconv_l_cache);
+  REWIND_ASSIGN_OR_RETURN(uint32_t l_cache, file.get_u32(l_cache_key));
+  if (l_cache < 2 || l_cache > 16) return Status::errorf("{} is {}, expected 2 .. 16", l_cache_key, l_cache);
+  hp.n_shortconv_l_cache = l_cache;
+
+  const std::string kv_key = gguf::arch_key(hp.arch, ArchKey::attention_head_count_kv);
+  const gguf::Value* kv_value = file.find(kv_key);
+  if (kv_value == nullptr || kv_value->type != gguf::ValueType::array) {
+    return Status::errorf("{} must be a per-layer array (0 for convolution layers)", kv_key);
+  }
+  REWIND_ASSIGN_OR_RETURN(std::vector<int64_t> kv_heads, file.get_i64_array(kv_key));
+  if (static_cast<int64_t>(kv_heads.size()) != hp.n_layer) {
+    return Status::errorf("{} has {} entries, expected one per layer ({})", kv_key, kv_heads.size(), hp.n_layer);
+  }
+  hp.n_head_kv = 0;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const int64_t n = kv_heads[il];
+    if (n == 0) {
+      hp.layers[il].kind = LayerKind::short_conv;
+      continue;
+    }
+    if (n < 0 || hp.n_head % n != 0 || (hp.n_head_kv != 0 && n != hp.n_head_kv)) {
+      return Status::errorf("{}[{}] is {}; attention layers must share one KV head count dividing {}", kv_key, il, n,
+                            hp.n_head);
+    }
+    hp.n_head_kv = n;
+    hp.layers[il].kind = LayerKind::attention;
+  }
+  if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;  // no attention layer: the value is unused
+  REWIND_ASSIGN_OR_RETURN(uint32_t n_swa, file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::attention_sliding_window), 0));
+  hp.n_swa = n_swa;
+  for (LayerParams& layer : hp.layers) layer.sliding_window = n_swa > 0 && layer.kind == LayerKind::attention;
+  return Status::ok();
+}
+
+Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
+  if (hp.n_ff <= 0) return Status::errorf("{} is missing", gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
+  const int64_t n_embd = hp.n_embd;
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::token_embd_norm), n_embd));
+  if (binder.has(gguf::tensor_name(TensorKind::output))) {
+    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
+  } else {
+    w.output = w.token_embd;
+  }
+  const int64_t q_width = hp.n_head * hp.head_dim;
+  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& lw = w.layers[il];
+    auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+    REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
+    if (hp.layers[il].kind == LayerKind::short_conv) {
+      REWIND_ASSIGN_OR_RETURN(lw.shortconv_conv,
+                              binder.floats(name(TensorKind::shortconv_conv), {n_embd, hp.n_shortconv_l_cache}));
+      REWIND_ASSIGN_OR_RETURN(lw.shortconv_in_proj, binder.matrix(name(TensorKind::shortconv_in_proj), {3 * n_embd, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.shortconv_out_proj, binder.matrix(name(TensorKind::shortconv_out_proj), {n_embd, n_embd}));
+    } else {
+      REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_q_norm, binder.vector(name(TensorKind::attn_q_norm), hp.head_dim));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_k_norm, binder.vector(name(TensorKind::attn_k_norm), hp.head_dim));
+    }
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+  }
+  return Status::ok();
+}
+
+void forward_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const Weights& w = model.weights();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n = n_tokens * hp.n_embd;
+  float* x = ctx.hidden();                                // [n_tokens, n_embd]
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
+  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
+  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);  // [n_tokens, n_embd]
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[il];
+    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    if (hp.layers[il].kind == LayerKind::short_conv) {
+      blocks::short_conv(model, ctx, il, normed, mixed);
+    } else {
+      blocks::attention(model, ctx, il, normed, mixed);
+    }
+    blocks::add_residual(x, mixed, n);
+    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::ffn(model, ctx, il, normed, ffn_out);
+    blocks::add_residual(x, ffn_out, n);
+  }
+  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+}  // namespace
+
+const ArchInfo& lfm2() {
+  static const ArchInfo info{"lfm2", load_hparams, bind_weights, forward_layers};
+  return info;
+}
+
+}  // namespace rwd::model::arch
