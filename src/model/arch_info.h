@@ -22,6 +22,9 @@ struct ArchInfo {
   Status (*bind_weights)(WeightBinder& binder, const HParams& hparams, Weights& weights);
   // Runs the layers over ctx.batch() and leaves the final normed hidden rows in ctx.hidden().
   void (*forward_layers)(const Model& model, ForwardContext& ctx);
+  // The next-token-prediction block (null when the architecture has none): ctx.hidden() holds the batch's
+  // token embeddings, hidden_in the hidden states it conditions on; leaves the block's normed hidden rows.
+  void (*forward_mtp)(const Model& model, ForwardContext& ctx, const float* hidden_in);
 };
 
 const ArchInfo* find_arch(std::string_view name);

@@ -62,10 +62,8 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
   return Status::ok();
 }
 
-Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std::vector<float>& logits) {
-  REWIND_RETURN_IF_ERROR(validate(batch, state));
+void ForwardContext::begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings) {
   const HParams& hp = model_.hparams();
-  const Weights& w = model_.weights();
   batch_ = &batch;
   state_ = &state;
   slot_spans_.clear();
@@ -73,19 +71,19 @@ Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std
     if (i == 0 || batch.slots[i] != batch.slots[i - 1]) slot_spans_.push_back({batch.slots[i], i, i});
     slot_spans_.back().end = i + 1;
   }
-
   // Embedding rows are dequantized one token at a time: a token reads only its own row.
-  const auto& embd_traits = tensor::dtype_traits(w.token_embd.dtype);
+  const auto& embd_traits = tensor::dtype_traits(embeddings.dtype);
   for (int64_t i = 0; i < batch.size(); ++i) {
     float* row = hidden_.data() + i * hp.n_embd;
-    embd_traits.to_float(w.token_embd.row(batch.tokens[i]), row, hp.n_embd);
+    embd_traits.to_float(embeddings.row(batch.tokens[i]), row, hp.n_embd);
     if (hp.embd_scale != 1.0f) {
       for (int64_t j = 0; j < hp.n_embd; ++j) row[j] *= hp.embd_scale;
     }
   }
+}
 
-  model_.arch().forward_layers(model_, *this);
-
+void ForwardContext::finish(const Batch& batch, const tensor::Tensor& head, std::vector<float>& logits) {
+  const HParams& hp = model_.hparams();
   const int64_t n_out = batch.n_logit_rows();
   logit_rows_.resize(static_cast<size_t>(std::max<int64_t>(n_out, 1) * hp.n_embd));
   int64_t r = 0;
@@ -95,13 +93,34 @@ Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std
     ++r;
   }
   logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
-  if (n_out > 0) kernels::cpu::matmul(w.output, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
+  if (n_out > 0) kernels::cpu::matmul(head, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
   if (hp.final_logit_softcap > 0.0f) {
     const float cap = hp.final_logit_softcap;
     for (float& value : logits) value = cap * std::tanh(value / cap);
   }
   batch_ = nullptr;
   state_ = nullptr;
+}
+
+Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std::vector<float>& logits) {
+  REWIND_RETURN_IF_ERROR(validate(batch, state));
+  begin(batch, state, model_.weights().token_embd);
+  model_.arch().forward_layers(model_, *this);
+  finish(batch, model_.weights().output, logits);
+  return Status::ok();
+}
+
+Status ForwardContext::forward_mtp(const Batch& batch, const float* hidden_in, state::ModelState& state,
+                                   std::vector<float>& logits, std::vector<float>& hidden_out) {
+  if (model_.arch().forward_mtp == nullptr || model_.weights().nextn.empty()) {
+    return Status::errorf("the {} model has no next-token-prediction (MTP) block", model_.hparams().arch);
+  }
+  REWIND_RETURN_IF_ERROR(validate(batch, state));
+  const NextnWeights& nextn = model_.weights().nextn[0];
+  begin(batch, state, nextn.embed_tokens);
+  model_.arch().forward_mtp(model_, *this, hidden_in);
+  hidden_out.assign(hidden_.begin(), hidden_.begin() + batch.size() * model_.hparams().n_embd);
+  finish(batch, nextn.shared_head_head, logits);
   return Status::ok();
 }
 

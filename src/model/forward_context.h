@@ -24,6 +24,16 @@ class ForwardContext {
   // into `logits`. Errors name the bad token, position or slot; nothing is written to the state then.
   Status forward(const Batch& batch, state::ModelState& state, std::vector<float>& logits);
 
+  // The next-token-prediction block over `batch`: each row's token with hidden_in's row of the same index
+  // ([n_tokens, n_embd]: the trunk's output-normed hidden, or a previous MTP step's hidden_out). Writes the
+  // logits of the want_logits rows and every row's hidden for chaining. The block's KV rows live in `state`
+  // beside the trunk's. An error when the model has no MTP block.
+  Status forward_mtp(const Batch& batch, const float* hidden_in, state::ModelState& state, std::vector<float>& logits,
+                     std::vector<float>& hidden_out);
+
+  // After forward(): the output-normed hidden rows of the whole batch, [n_tokens, n_embd], until the next call.
+  const float* hidden_rows() const { return hidden_.data(); }
+
   // Accessors for the blocks and architecture files while a forward runs.
   const Batch& batch() const { return *batch_; }
   const std::vector<SlotSpan>& slot_spans() const { return slot_spans_; }
@@ -39,6 +49,8 @@ class ForwardContext {
 
  private:
   Status validate(const Batch& batch, const state::ModelState& state) const;
+  void begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings);
+  void finish(const Batch& batch, const tensor::Tensor& head, std::vector<float>& logits);
 
   const Model& model_;
   ThreadPool& pool_;

@@ -52,7 +52,7 @@ struct HParams {
   FfnActivation ffn_activation = FfnActivation::silu;
   bool qk_norm = false;       // RMSNorm of each q and k head before RoPE (qwen3, gemma3)
   bool post_norms = false;    // sandwich norms after attention and FFN (gemma3)
-  std::vector<LayerParams> layers;
+  std::vector<LayerParams> layers;  // n_layer trunk layers, then n_nextn MTP blocks
 
   // Gated DeltaNet layers (ssm.* keys): K heads, V heads, head size (S_k = S_v), conv kernel length.
   int64_t ssm_n_head_k = 0;

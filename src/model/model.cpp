@@ -69,7 +69,8 @@ size_t tensor_bytes(const tensor::Tensor& t) { return t.valid() ? t.n_bytes() : 
 size_t Model::weight_bytes_per_token() const {
   size_t bytes = tensor_bytes(weights_.output) + tensor_bytes(weights_.output_norm);
   if (weights_.token_embd.valid()) bytes += weights_.token_embd.bytes_per_row();
-  for (const LayerWeights& lw : weights_.layers) {
+  for (int64_t il = 0; il < hparams_.n_layer; ++il) {  // a decode step does not run the MTP blocks
+    const LayerWeights& lw = weights_.layers[il];
     for (const tensor::Tensor* t : {&lw.attn_norm, &lw.attn_q, &lw.attn_k, &lw.attn_v, &lw.attn_output,
                                     &lw.attn_q_norm, &lw.attn_k_norm, &lw.attn_post_norm, &lw.ffn_norm,
                                     &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_post_norm, &lw.attn_qkv,

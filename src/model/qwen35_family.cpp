@@ -8,6 +8,7 @@
 #include "model/blocks/gated_attention.h"
 #include "model/blocks/gated_delta_net.h"
 #include "model/blocks/moe.h"
+#include "kernels/cpu/matmul.h"
 #include "model/dense_transformer.h"
 #include "model/forward_context.h"
 #include "model/model.h"
@@ -44,7 +45,6 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Varian
   }
   hp.n_nextn = n_nextn;
   hp.n_layer -= hp.n_nextn;
-  hp.layers.resize(static_cast<size_t>(hp.n_layer));
 
   REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_count(file, hp, ArchKey::ssm_conv_kernel));
   REWIND_ASSIGN_OR_RETURN(hp.ssm_head_dim, read_count(file, hp, ArchKey::ssm_state_size));
@@ -67,8 +67,9 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Varian
   REWIND_ASSIGN_OR_RETURN(uint32_t interval,
                           file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::full_attention_interval), 4));
   if (interval == 0) return Status::errorf("{} is 0", gguf::arch_key(hp.arch, ArchKey::full_attention_interval));
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    hp.layers[il].kind = (il + 1) % interval == 0 ? LayerKind::gated_attention : LayerKind::gated_delta;
+  for (int64_t il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
+    const bool attention = il >= hp.n_layer || (il + 1) % interval == 0;  // MTP blocks are attention
+    hp.layers[il].kind = attention ? LayerKind::gated_attention : LayerKind::gated_delta;
   }
   hp.ssm_key_head_mapping = variant == Qwen35Variant::qwen3next ? kernels::cpu::KeyHeadMapping::divide
                                                                  : kernels::cpu::KeyHeadMapping::modulo;
@@ -89,8 +90,8 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
   const int64_t kv_width = hp.n_head_kv * hp.head_dim;
   const int64_t qk_width = hp.ssm_n_head_k * hp.ssm_head_dim;
   const int64_t v_width = hp.ssm_n_head_v * hp.ssm_head_dim;
-  w.layers.resize(static_cast<size_t>(hp.n_layer));
-  for (int il = 0; il < hp.n_layer; ++il) {
+  w.layers.resize(static_cast<size_t>(hp.n_layer + hp.n_nextn));
+  for (int il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
     LayerWeights& lw = w.layers[il];
     auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
     REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
@@ -133,6 +134,28 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
       REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
     }
   }
+  w.nextn.resize(static_cast<size_t>(hp.n_nextn));
+  for (int j = 0; j < hp.n_nextn; ++j) {
+    const int il = static_cast<int>(hp.n_layer) + j;
+    NextnWeights& nw = w.nextn[j];
+    auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+    REWIND_ASSIGN_OR_RETURN(nw.eh_proj, binder.matrix(name(TensorKind::nextn_eh_proj), {n_embd, 2 * n_embd}));
+    REWIND_ASSIGN_OR_RETURN(nw.enorm, binder.vector(name(TensorKind::nextn_enorm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(nw.hnorm, binder.vector(name(TensorKind::nextn_hnorm), n_embd));
+    nw.shared_head_norm = w.output_norm;
+    if (binder.has(name(TensorKind::nextn_shared_head_norm))) {
+      REWIND_ASSIGN_OR_RETURN(nw.shared_head_norm, binder.vector(name(TensorKind::nextn_shared_head_norm), n_embd));
+    }
+    nw.embed_tokens = w.token_embd;
+    if (binder.has(name(TensorKind::nextn_embed_tokens))) {
+      REWIND_ASSIGN_OR_RETURN(nw.embed_tokens, binder.matrix(name(TensorKind::nextn_embed_tokens), {hp.n_vocab, n_embd}));
+    }
+    nw.shared_head_head = w.output;
+    if (binder.has(name(TensorKind::nextn_shared_head_head))) {
+      REWIND_ASSIGN_OR_RETURN(nw.shared_head_head,
+                              binder.matrix(name(TensorKind::nextn_shared_head_head), {hp.n_vocab, n_embd}));
+    }
+  }
   return Status::ok();
 }
 
@@ -163,6 +186,37 @@ void forward_qwen35_layers(const Model& model, ForwardContext& ctx) {
     blocks::add_residual(x, ffn_out, n);
   }
   kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+void forward_qwen35_mtp(const Model& model, ForwardContext& ctx, const float* hidden_in) {
+  const HParams& hp = model.hparams();
+  const int il = static_cast<int>(hp.n_layer);  // the first MTP block; chains reuse it
+  const LayerWeights& lw = model.weights().layers[il];
+  const NextnWeights& nw = model.weights().nextn[0];
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n_embd = hp.n_embd;
+  const int64_t n = n_tokens * n_embd;
+  float* x = ctx.hidden();                                         // [n_tokens, n_embd]: token embeddings
+  float* eh = ctx.buffer(blocks::kBufferConvIn, 2 * n);            // [n_tokens, 2*n_embd]
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    kernels::cpu::rms_norm(x + t * n_embd, nw.enorm.f32(), eh + t * 2 * n_embd, 1, n_embd, hp.rms_eps);
+    kernels::cpu::rms_norm(hidden_in + t * n_embd, nw.hnorm.f32(), eh + t * 2 * n_embd + n_embd, 1, n_embd, hp.rms_eps);
+  }
+  kernels::cpu::matmul(nw.eh_proj, eh, n_tokens, x, ctx.matmul_scratch(), ctx.pool());
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);
+  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);
+  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);
+  kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, n_embd, hp.rms_eps);
+  blocks::gated_attention(model, ctx, il, normed, mixed);
+  blocks::add_residual(x, mixed, n);
+  kernels::cpu::rms_norm(x, lw.attn_post_norm.f32(), normed, n_tokens, n_embd, hp.rms_eps);
+  if (hp.n_expert > 0) {
+    blocks::moe(model, ctx, il, normed, ffn_out);
+  } else {
+    blocks::ffn(model, ctx, il, normed, ffn_out);
+  }
+  blocks::add_residual(x, ffn_out, n);
+  kernels::cpu::rms_norm(x, nw.shared_head_norm.f32(), x, n_tokens, n_embd, hp.rms_eps);
 }
 
 }  // namespace rwd::model

@@ -48,11 +48,25 @@ struct LayerWeights {
   tensor::Tensor ffn_down_shexp;      // [n_embd, n_ff_shexp]
 };
 
+// A next-token-prediction (MTP) block's own tensors; its attention and FFN are an ordinary LayerWeights.
+// Optional ones fall back to the trunk's: embed_tokens to token_embd, shared_head_norm to output_norm,
+// shared_head_head to output.
+struct NextnWeights {
+  tensor::Tensor eh_proj;           // [n_embd, 2*n_embd]: [enorm(embedding) | hnorm(hidden)] -> n_embd
+  tensor::Tensor enorm;
+  tensor::Tensor hnorm;
+  tensor::Tensor shared_head_norm;
+  tensor::Tensor embed_tokens;
+  tensor::Tensor shared_head_head;
+};
+
 struct Weights {
   tensor::Tensor token_embd;
   tensor::Tensor output_norm;
   tensor::Tensor output;  // token_embd when the embeddings are tied
+  // The trunk's layers, then the MTP blocks' (index n_layer + j), so blocks address both by layer index.
   std::vector<LayerWeights> layers;
+  std::vector<NextnWeights> nextn;
 };
 
 }  // namespace rwd::model

@@ -124,7 +124,7 @@ void forward_layers(const Model& model, ForwardContext& ctx) {
 }  // namespace
 
 const ArchInfo& lfm2() {
-  static const ArchInfo info{"lfm2", load_hparams, bind_weights, forward_layers};
+  static const ArchInfo info{"lfm2", load_hparams, bind_weights, forward_layers, nullptr};
   return info;
 }
 

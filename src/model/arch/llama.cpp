@@ -20,7 +20,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& llama() {
-  static const ArchInfo info{"llama", load_hparams, bind_weights, forward_dense_layers};
+  static const ArchInfo info{"llama", load_hparams, bind_weights, forward_dense_layers, nullptr};
   return info;
 }
 

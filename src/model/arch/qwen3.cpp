@@ -21,7 +21,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen3() {
-  static const ArchInfo info{"qwen3", load_hparams, bind_weights, forward_dense_layers};
+  static const ArchInfo info{"qwen3", load_hparams, bind_weights, forward_dense_layers, nullptr};
   return info;
 }
 

@@ -16,7 +16,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen35moe() {
-  static const ArchInfo info{"qwen35moe", load_hparams, bind_weights, forward_qwen35_layers};
+  static const ArchInfo info{"qwen35moe", load_hparams, bind_weights, forward_qwen35_layers, forward_qwen35_mtp};
   return info;
 }
 

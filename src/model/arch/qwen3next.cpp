@@ -17,7 +17,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen3next() {
-  static const ArchInfo info{"qwen3next", load_hparams, bind_weights, forward_qwen35_layers};
+  static const ArchInfo info{"qwen3next", load_hparams, bind_weights, forward_qwen35_layers, forward_qwen35_mtp};
   return info;
 }
 
