@@ -1,10 +1,11 @@
-// The invariants exact speculation rests on, for the hybrid qwen35 model (Gated DeltaNet + gated attention):
+// The invariants exact speculation rests on, for the hybrid models (qwen35, qwen35moe, qwen3next, lfm2):
 // a token's logits are bit-identical whether it is computed inside a prompt batch, alone, or beside another
 // slot's tokens; a slot's recurrent state is never touched by another slot's tokens (poisoned with 0x3e
 // bytes); and a reset slot starts a new sequence exactly like a fresh cache.
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -16,12 +17,18 @@
 namespace rwd {
 namespace {
 
-class HybridInvariance : public ::testing::TestWithParam<std::string> {
+struct Variant {
+  const char* arch;
+  const char* dtype;
+};
+
+class HybridInvariance : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    path_ = (std::filesystem::temp_directory_path() /
-             ("rewind_hybrid_" + GetParam() + std::to_string(::getpid()) + ".gguf")).string();
-    ASSERT_TRUE(make_synthetic_model({"qwen35", "tiny", GetParam(), 17, path_}).is_ok());
+    path_ = (std::filesystem::temp_directory_path() / (std::string("rewind_hybrid_") + GetParam().arch +
+                                                       GetParam().dtype + std::to_string(::getpid()) + ".gguf"))
+                .string();
+    ASSERT_TRUE(make_synthetic_model({GetParam().arch, "tiny", GetParam().dtype, 17, path_}).is_ok());
     auto model = model::Model::load(path_);
     ASSERT_TRUE(model.is_ok()) << model.status().message();
     model_ = std::move(model).value();
@@ -99,7 +106,50 @@ TEST_P(HybridInvariance, PrefillDecodeAndSlotsAreBitExact) {
   EXPECT_EQ(0, std::memcmp(logits.data(), expected.back().data(), n_vocab * sizeof(float)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, HybridInvariance, ::testing::Values("f32", "q8_0"));
+// Prompt processed in one batch, in chunks of 7 and token by token: the same final recurrent state (conv
+// windows and delta-rule states, byte for byte) and the same next-token logits.
+TEST_P(HybridInvariance, PrefillInOneBatchInChunksAndTokenByTokenAgree) {
+  const int64_t n_vocab = model_->hparams().n_vocab;
+  ThreadPool pool(2);
+  model::ForwardContext ctx(*model_, pool, 64);
+  const std::vector<int32_t> prompt = tokens(45, 3);
+  std::vector<std::vector<float>> final_logits;
+  std::vector<std::vector<uint8_t>> final_states;
+  for (int64_t chunk : {int64_t{45}, int64_t{7}, int64_t{1}}) {
+    state::ModelState state(model_->kv_specs(), model_->recurrent_specs(), 1, 64);
+    std::vector<float> logits;
+    for (int64_t begin = 0; begin < static_cast<int64_t>(prompt.size()); begin += chunk) {
+      const int64_t end = std::min<int64_t>(begin + chunk, static_cast<int64_t>(prompt.size()));
+      model::Batch batch;
+      for (int64_t i = begin; i < end; ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == end);
+      ASSERT_TRUE(ctx.forward(batch, state, logits).is_ok());
+    }
+    final_logits.push_back(logits);
+    std::vector<uint8_t> bytes;
+    auto& rec = state.recurrent();
+    for (int il = 0; il < rec.n_layers(); ++il) {
+      const auto* conv = reinterpret_cast<const uint8_t*>(rec.conv_window(il, 0));
+      const auto* ssm = reinterpret_cast<const uint8_t*>(rec.ssm_state(il, 0));
+      bytes.insert(bytes.end(), conv, conv + rec.spec(il).conv_floats() * sizeof(float));
+      bytes.insert(bytes.end(), ssm, ssm + rec.spec(il).ssm_floats() * sizeof(float));
+    }
+    final_states.push_back(bytes);
+  }
+  ASSERT_FALSE(final_states[0].empty());
+  for (size_t i = 1; i < final_logits.size(); ++i) {
+    EXPECT_EQ(final_states[i], final_states[0]) << "recurrent state differs with chunking " << i;
+    EXPECT_EQ(0, std::memcmp(final_logits[i].data(), final_logits[0].data(), n_vocab * sizeof(float)))
+        << "next-token logits differ with chunking " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HybridInvariance,
+                         ::testing::Values(Variant{"qwen35", "f32"}, Variant{"qwen35", "q8_0"},
+                                           Variant{"qwen35moe", "q8_0"}, Variant{"qwen3next", "f32"},
+                                           Variant{"lfm2", "f32"}, Variant{"lfm2", "q4_0"}),
+                         [](const ::testing::TestParamInfo<Variant>& param_info) {
+                           return std::string(param_info.param.arch) + "_" + param_info.param.dtype;
+                         });
 
 }  // namespace
 }  // namespace rwd

@@ -92,6 +92,58 @@ TEST_F(EngineTest, ConcurrentSlotsGiveExactlyWhatEachGivesAlone) {
   }
 }
 
+// The same on the hybrid models, whose slots carry recurrent state: three prompts decoded together give
+// exactly the ids each gives alone.
+class HybridEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HybridEngineTest, ThreePromptsTogetherGiveWhatEachGivesAlone) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("rewind_engine_" + GetParam() + std::to_string(::getpid()) + ".gguf")).string();
+  ASSERT_TRUE(make_synthetic_model({GetParam(), "tiny", "q8_0", 23, path}).is_ok());
+  auto open_engine = [&](int n_slots) {
+    EngineOptions options;
+    options.model_path = path;
+    options.n_threads = 2;
+    options.n_slots = n_slots;
+    options.n_ctx = 128;
+    options.n_batch = 16;
+    auto engine = Engine::open(options);
+    EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+    return std::move(engine).value();
+  };
+  auto request = [](const std::string& prompt) {
+    Request r;
+    for (unsigned char c : prompt) r.prompt_ids.push_back(c);
+    r.max_tokens = 16;
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+    return r;
+  };
+  const std::vector<std::string> prompts = {"The quick brown fox jumps", "a", "Recurrent state must roll back exactly."};
+  std::vector<std::vector<int32_t>> alone(prompts.size()), together(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto engine = open_engine(1);
+    ASSERT_TRUE(engine->submit(request(prompts[i]), [&, i](const TokenEvent& e) {
+      if (e.token >= 0) alone[i].push_back(e.token);
+    }).is_ok());
+    while (!engine->idle()) ASSERT_TRUE(engine->step().is_ok());
+  }
+  auto engine = open_engine(3);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(engine->submit(request(prompts[i]), [&, i](const TokenEvent& e) {
+      if (e.token >= 0) together[i].push_back(e.token);
+    }).is_ok());
+  }
+  while (!engine->idle()) ASSERT_TRUE(engine->step().is_ok());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(together[i].size(), 16u);
+    EXPECT_EQ(together[i], alone[i]) << GetParam() << " prompt " << i;
+  }
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HybridEngineTest, ::testing::Values("qwen35", "qwen35moe", "qwen3next", "lfm2"));
+
 TEST_F(EngineTest, RequestsBeyondTheSlotsWaitAndAllFinish) {
   auto engine = open(2);
   std::vector<Output> outputs(6);
