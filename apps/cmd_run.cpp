@@ -140,6 +140,7 @@ int run(RunOptions& options) {
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n");
+    std::fflush(stdout);  // the text ends before the timing line when both go to one terminal or pipe
     std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s | %s\n",
                  static_cast<long long>(timings.n_prompt_tokens), prompt_tps,
                  static_cast<long long>(timings.n_generated_tokens), gen_tps, finish_name(finish_reason));
