@@ -1,10 +1,15 @@
 // Dot-product and matmul kernels, reported as bytes of weight read per second (the number that bounds decode
-// speed). VecDot runs one L1-resident weight row with each ISA's kernel explicitly (compute ceiling);
-// Matmul runs the dispatched kernels (REWIND_ISA=scalar for the scalar ones) on a 768² or 2048² weight that
-// stays in the last-level cache; MatmulCold cycles through enough 2048² weights (>= 256 MiB) that every call
-// streams its weight from DRAM, the real decode case. Args: dtype id, n, activation rows, threads.
+// speed). VecDot runs one L1-resident weight row with each ISA's kernel explicitly (compute ceiling); Panel
+// runs the AVX2 panel kernel (8 activation rows at once) on a 1024² weight that stays in L2, reported also as
+// multiply-adds per second; Matmul runs the dispatched kernels (REWIND_ISA=scalar for the scalar ones) on a
+// 768² or 2048² weight that stays in the last-level cache, with 1 (decode), 4 (a verify batch) or 64 (prefill)
+// activation rows; MatmulCold cycles through enough 2048² weights (>= 256 MiB) that every call streams its
+// weight from DRAM, the real decode case. Args: dtype id, n, activation rows, threads. ThreadPoolRun is the
+// fork-join round trip of an empty task; ThreadPoolWork one of 2 µs of work per thread index.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -89,6 +94,62 @@ void vec_dot_bench(benchmark::State& state, bool avx2) {
   state.SetLabel(std::string(tensor::dtype_name(type)) + (avx2 ? " avx2" : " scalar"));
 }
 
+void BM_Panel(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t n = state.range(1);
+  if (!avx2_supported()) {
+    state.SkipWithError("no AVX2 on this CPU");
+    return;
+  }
+  const VecDotKernel kernel = avx2::vec_dot_kernel(type);
+  if (kernel.panel.dot == nullptr) {
+    state.SkipWithError("no panel kernel for this type");
+    return;
+  }
+  const DType act_type = tensor::dtype_traits(type).vec_dot_type;
+  const auto weight = make_weight(type, n, n);
+  const size_t act_row_bytes = tensor::row_bytes(act_type, n);
+  std::vector<uint8_t> rows(act_row_bytes * kPanelRows);
+  const std::vector<float> x = random_floats(n * kPanelRows, 5);
+  for (int64_t r = 0; r < kPanelRows; ++r) {
+    avx2::quantize_row_fn(act_type)(x.data() + r * n, rows.data() + r * act_row_bytes, n);
+  }
+  std::vector<uint8_t> panel(kernel.panel.panel_bytes(n));
+  kernel.panel.pack(n, rows.data(), act_row_bytes, kPanelRows, panel.data());
+  std::vector<float> y(static_cast<size_t>(n * kPanelRows));
+  for (auto _ : state) {
+    kernel.panel.dot(n, weight->bytes.data(), weight->tensor.bytes_per_row(), n, panel.data(), kPanelRows, y.data(), n);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight->bytes.size()));
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(n * n) *
+                                                   kPanelRows,
+                                               benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(tensor::dtype_name(type)) + " avx2");
+}
+
+void BM_ThreadPoolRun(benchmark::State& state) {
+  ThreadPool& pool = pool_with(static_cast<int>(state.range(0)));
+  std::atomic<int> sink{0};
+  for (auto _ : state) {
+    pool.run([&](int ith, int) {
+      if (ith == 0) sink.fetch_add(1, std::memory_order_relaxed);
+    });
+  }
+  benchmark::DoNotOptimize(sink.load());
+}
+
+void BM_ThreadPoolWork(benchmark::State& state) {
+  ThreadPool& pool = pool_with(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    pool.run([](int, int) {
+      const auto start = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(2)) {
+      }
+    });
+  }
+}
+
 void BM_VecDotScalar(benchmark::State& state) { vec_dot_bench(state, false); }
 void BM_VecDotAvx2(benchmark::State& state) { vec_dot_bench(state, true); }
 
@@ -138,7 +199,7 @@ void matmul_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
   for (DType type : kTypes) {
     for (int64_t n : {768, 2048}) {
-      for (int64_t rows : {1, 4, 8}) {
+      for (int64_t rows : {1, 4, 64}) {
         for (int64_t threads : {1, 2}) bench->Args({static_cast<int64_t>(type), n, rows, threads});
       }
     }
@@ -152,7 +213,17 @@ void matmul_cold_args(benchmark::internal::Benchmark* bench) {
   }
 }
 
+void panel_args(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"dtype", "n"});
+  for (DType type : kTypes) {
+    if (tensor::dtype_traits(type).block_size > 1) bench->Args({static_cast<int64_t>(type), 1024});
+  }
+}
+
 BENCHMARK(BM_VecDotScalar)->Apply(vec_dot_args);
+BENCHMARK(BM_Panel)->Apply(panel_args);
+BENCHMARK(BM_ThreadPoolRun)->ArgName("threads")->Arg(2)->Arg(4)->UseRealTime();
+BENCHMARK(BM_ThreadPoolWork)->ArgName("threads")->Arg(2)->UseRealTime();
 BENCHMARK(BM_VecDotAvx2)->Apply(vec_dot_args);
 BENCHMARK(BM_Matmul)->Apply(matmul_args);
 BENCHMARK(BM_MatmulCold)->Apply(matmul_cold_args);

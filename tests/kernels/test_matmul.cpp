@@ -1,15 +1,19 @@
 // links: rewind_kernels_cpu
 // matmul with the dispatched kernels: every weight type against the float64 reference matmul, batch
-// invariance (row r bit-identical for n_rows = 1..9 and 33 as when computed alone), identical results for 1,
-// 2 and 3 threads, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
+// invariance (row r bit-identical, whatever n_rows, to the row computed alone: n_rows = 1..9 cross the switch
+// from one-row kernels to panels of 8 rows, 15..17, 33, 64 and 65 end in partial panels), identical results
+// for 1, 2, 3 threads and an oversubscribed pool, odd numbers of blocks (a partial group of 8), output counts
+// that are not multiples of any tile, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
 // The per-ISA kernels themselves are checked in test_vec_dot.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -61,31 +65,40 @@ std::vector<float> run_matmul(const Weight& weight, const std::vector<float>& x,
   return y;
 }
 
-int64_t n_in_for(DType type) { return tensor::dtype_traits(type).block_size == 256 ? 768 : 320; }
+// 11 blocks of 32 (one group of 8 and 3 more), 3 super-blocks of 256, or 347 float values.
+int64_t n_in_for(DType type) {
+  switch (tensor::dtype_traits(type).block_size) {
+    case 1: return 347;
+    case 32: return 352;
+    default: return 768;
+  }
+}
 
 TEST(Matmul, MatchesFloat64Reference) {
   ThreadPool pool(2);
   MatmulScratch scratch;
-  constexpr int64_t kOut = 37, kRows = 5;
+  constexpr int64_t kOut = 37;
   for (DType type : kWeightTypes) {
-    SCOPED_TRACE(std::string(tensor::dtype_name(type)));
-    const int64_t n_in = n_in_for(type);
-    const Weight weight = make_weight(type, kOut, n_in, 7 + static_cast<uint64_t>(type));
-    test::QuantRandom random(3);
-    const std::vector<float> x = random.row(kRows * n_in);
-    const std::vector<float> y = run_matmul(weight, x, kRows, pool, scratch);
-    std::vector<float> expected = nan_filled(kRows * kOut);
-    ref::matmul(weight.tensor, x.data(), kRows, expected.data());
-    std::vector<float> w(static_cast<size_t>(n_in));
-    for (int64_t o = 0; o < kOut; ++o) {
-      tensor::dtype_traits(type).to_float(weight.tensor.row(o), w.data(), n_in);
-      for (int64_t r = 0; r < kRows; ++r) {
-        const float* xr = x.data() + r * n_in;
-        // ref::matmul rounds its float64 sum to float once: half an ulp more.
-        const double tolerance = test::dot_tolerance(type, n_in, weight.tensor.row(o), w.data(), xr) +
-                                 std::fabs(expected[r * kOut + o]) * 0x1p-24;
-        ASSERT_TRUE(std::isfinite(y[r * kOut + o])) << "row " << r << " out " << o;
-        EXPECT_NEAR(y[r * kOut + o], expected[r * kOut + o], tolerance) << "row " << r << " out " << o;
+    for (int64_t n_rows : {1, 5, 17}) {  // one-row kernels, one panel, three panels
+      SCOPED_TRACE(std::string(tensor::dtype_name(type)) + " n_rows=" + std::to_string(n_rows));
+      const int64_t n_in = n_in_for(type);
+      const Weight weight = make_weight(type, kOut, n_in, 7 + static_cast<uint64_t>(type));
+      test::QuantRandom random(3);
+      const std::vector<float> x = random.row(n_rows * n_in);
+      const std::vector<float> y = run_matmul(weight, x, n_rows, pool, scratch);
+      std::vector<float> expected = nan_filled(n_rows * kOut);
+      ref::matmul(weight.tensor, x.data(), n_rows, expected.data());
+      std::vector<float> w(static_cast<size_t>(n_in));
+      for (int64_t o = 0; o < kOut; ++o) {
+        tensor::dtype_traits(type).to_float(weight.tensor.row(o), w.data(), n_in);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const float* xr = x.data() + r * n_in;
+          // ref::matmul rounds its float64 sum to float once: half an ulp more.
+          const double tolerance = test::dot_tolerance(type, n_in, weight.tensor.row(o), w.data(), xr) +
+                                   std::fabs(expected[r * kOut + o]) * 0x1p-24;
+          ASSERT_TRUE(std::isfinite(y[r * kOut + o])) << "row " << r << " out " << o;
+          EXPECT_NEAR(y[r * kOut + o], expected[r * kOut + o], tolerance) << "row " << r << " out " << o;
+        }
       }
     }
   }
@@ -93,8 +106,9 @@ TEST(Matmul, MatchesFloat64Reference) {
 
 TEST(Matmul, BatchInvariantAndThreadCountInvariant) {
   std::vector<std::unique_ptr<ThreadPool>> pools;
-  for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
-  constexpr int64_t kOut = 70, kMaxRows = 33;
+  const int oversubscribed = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int n_threads : {1, 2, 3, oversubscribed}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
+  constexpr int64_t kOut = 71, kMaxRows = 65;
   for (DType type : kWeightTypes) {
     SCOPED_TRACE(std::string(tensor::dtype_name(type)));
     const int64_t n_in = n_in_for(type);
@@ -113,7 +127,7 @@ TEST(Matmul, BatchInvariantAndThreadCountInvariant) {
     for (float v : alone) ASSERT_TRUE(std::isfinite(v));
 
     for (const auto& pool : pools) {
-      for (int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 33}) {
+      for (int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 33, 64, 65}) {
         const std::vector<float> y = run_matmul(weight, x, n_rows, *pool, scratch);  // scratch reused, resized
         ASSERT_EQ(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)), 0)
             << pool->n_threads() << " threads, n_rows " << n_rows;

@@ -3,8 +3,9 @@
 //   - the float64 reference on unquantized activations, within the activation-quantization bound;
 //   - the float64 dot of the dequantized weight and dequantized activations, within float rounding only
 //     (this isolates the integer arithmetic of the kernel from the quantizer);
-// plus: multi-row calls bit-identical to one-row calls, AVX2 quantizers byte-identical to the reference ones,
-// and the dispatched functions being one of the two tables.
+// plus: tiles (many weight rows by many activation rows) and panels (8 interleaved activation rows, fewer
+// zero-padded) bit-identical to one-pair calls, AVX2 quantizers byte-identical to the reference ones, and the
+// dispatched functions being one of the two tables.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -121,40 +122,114 @@ TEST(VecDot, EveryTypeMatchesReferences) {
   }
 }
 
-TEST(VecDot, RowsAreBitIdenticalToOneRow) {
-  constexpr int64_t kOutStride = 3;
+// n for the bit-identity tests: odd numbers of blocks / super-blocks, and for float rows a tail of 1..7.
+int64_t odd_length(DType type) {
+  const int64_t block_size = tensor::dtype_traits(type).block_size;
+  return block_size == 1 ? 1001 : block_size == 32 ? 2848 : 2816;  // 89 blocks of 32, 11 of 256
+}
+
+// n_weight_rows weight rows of n values, quantized.
+std::vector<uint8_t> weight_rows(DType type, int64_t n, int64_t n_weight_rows, test::QuantRandom& random) {
+  std::vector<uint8_t> rows;
+  for (int64_t i = 0; i < n_weight_rows; ++i) {
+    const std::vector<uint8_t> row = quantize_with(type, random.row(n));
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  return rows;
+}
+
+// n_rows activation rows of n values in the weight type's partner format.
+std::vector<uint8_t> activation_rows(const Isa& isa, DType type, int64_t n, int64_t n_rows,
+                                     test::QuantRandom& random) {
+  std::vector<uint8_t> rows;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const std::vector<uint8_t> row = quantize_activation(isa, tensor::dtype_traits(type).vec_dot_type, random.row(n));
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  return rows;
+}
+
+TEST(VecDot, TilesAreBitIdenticalToOnePair) {
+  constexpr int64_t kWeightRows = 3, kMaxRows = 9, kOutStride = 5;
   for (const Isa& isa : isas()) {
     for (DType type : kWeightTypes) {
-      const DType act_type = tensor::dtype_traits(type).vec_dot_type;
-      const int64_t block_size = tensor::dtype_traits(type).block_size;
-      const int64_t n = block_size == 1 ? 1001 : block_size == 32 ? 2848 : 2816;  // 89 blocks of 32, 11 of 256
+      SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)));
+      const int64_t n = odd_length(type);
       test::QuantRandom random(99 + static_cast<uint64_t>(type));
-      const std::vector<uint8_t> weight = quantize_with(type, random.row(n));
-      const size_t act_row_bytes = tile_row_bytes(act_type, n);
-      constexpr int64_t kMaxRows = 9;
-      std::vector<uint8_t> acts;
-      for (int64_t r = 0; r < kMaxRows; ++r) {
-        std::vector<uint8_t> row = quantize_activation(isa, act_type, random.row(n));
-        row.resize(act_row_bytes, 0xCD);
-        fill_tile_row_scales(act_type, n, row.data(), 0, n / tensor::dtype_traits(act_type).block_size);
-        acts.insert(acts.end(), row.begin(), row.end());
-      }
+      const std::vector<uint8_t> weights = weight_rows(type, n, kWeightRows, random);
+      const std::vector<uint8_t> acts = activation_rows(isa, type, n, kMaxRows, random);
+      const size_t weight_row_bytes = tensor::row_bytes(type, n);
+      const size_t act_row_bytes = tensor::row_bytes(tensor::dtype_traits(type).vec_dot_type, n);
       const VecDotKernel kernel = isa.kernel(type);
-      for (int64_t n_rows = 1; n_rows <= kMaxRows; ++n_rows) {
-        std::vector<float> out(static_cast<size_t>(n_rows * kOutStride), std::numeric_limits<float>::quiet_NaN());
-        kernel.tile(n, weight.data(), 0, 1, acts.data(), act_row_bytes, n_rows, out.data(), kOutStride);
-        for (int64_t r = 0; r < n_rows; ++r) {
-          const float single = kernel.one(n, weight.data(), acts.data() + r * act_row_bytes);
-          const float multi = out[static_cast<size_t>(r * kOutStride)];
-          EXPECT_EQ(std::memcmp(&single, &multi, sizeof(float)), 0)
-              << isa.name << " " << tensor::dtype_name(type) << " n_rows=" << n_rows << " row " << r << ": " << single
-              << " vs " << multi;
-          if (r * kOutStride + 1 < n_rows * kOutStride) {
-            EXPECT_TRUE(std::isnan(out[static_cast<size_t>(r * kOutStride + 1)])) << "wrote outside the stride";
+      for (int64_t n_weight_rows = 1; n_weight_rows <= kWeightRows; ++n_weight_rows) {
+        for (int64_t n_rows = 1; n_rows <= kMaxRows; ++n_rows) {
+          std::vector<float> out(static_cast<size_t>(n_rows * kOutStride), std::numeric_limits<float>::quiet_NaN());
+          kernel.tile(n, weights.data(), weight_row_bytes, n_weight_rows, acts.data(), act_row_bytes, n_rows,
+                      out.data(), kOutStride);
+          for (int64_t r = 0; r < n_rows; ++r) {
+            for (int64_t i = 0; i < kOutStride; ++i) {
+              const float got = out[static_cast<size_t>(r * kOutStride + i)];
+              if (i >= n_weight_rows) {
+                EXPECT_TRUE(std::isnan(got)) << "wrote outside the tile at row " << r << " column " << i;
+                continue;
+              }
+              const float single = kernel.one(n, weights.data() + i * weight_row_bytes, acts.data() + r * act_row_bytes);
+              EXPECT_EQ(std::memcmp(&single, &got, sizeof(float)), 0)
+                  << n_weight_rows << "x" << n_rows << " tile, weight " << i << " row " << r << ": " << single
+                  << " vs " << got;
+            }
           }
         }
       }
     }
+  }
+}
+
+// Panels of 1..8 rows (rows past the last are zero) against the one-pair kernel, for lengths of 1, 15 and 89
+// (32-blocks) or 11 (super-blocks) blocks; outputs outside the written rows must stay NaN.
+TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
+  constexpr int64_t kWeightRows = 5, kOutStride = 7;
+  int n_types_with_panels = 0;
+  for (const Isa& isa : isas()) {
+    for (DType type : kWeightTypes) {
+      const VecDotKernel kernel = isa.kernel(type);
+      if (kernel.panel.dot == nullptr) continue;
+      ++n_types_with_panels;
+      ASSERT_NE(kernel.panel.pack, nullptr);
+      ASSERT_NE(kernel.panel.panel_bytes, nullptr);
+      const int64_t block_size = tensor::dtype_traits(type).block_size;
+      for (int64_t n : {block_size, 15 * block_size, odd_length(type)}) {  // tails of 1, 7 and 1 blocks of 8
+        SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)) + " n=" + std::to_string(n));
+        test::QuantRandom random(7 + static_cast<uint64_t>(type) + static_cast<uint64_t>(n));
+        const std::vector<uint8_t> weights = weight_rows(type, n, kWeightRows, random);
+        const std::vector<uint8_t> acts = activation_rows(isa, type, n, kPanelRows, random);
+        const size_t weight_row_bytes = tensor::row_bytes(type, n);
+        const size_t act_row_bytes = tensor::row_bytes(tensor::dtype_traits(type).vec_dot_type, n);
+        for (int64_t n_rows = 1; n_rows <= kPanelRows; ++n_rows) {
+          std::vector<uint8_t> panel(kernel.panel.panel_bytes(n), 0xCD);
+          kernel.panel.pack(n, acts.data(), act_row_bytes, n_rows, panel.data());
+          std::vector<float> out(static_cast<size_t>(kPanelRows * kOutStride),
+                                 std::numeric_limits<float>::quiet_NaN());
+          kernel.panel.dot(n, weights.data(), weight_row_bytes, kWeightRows, panel.data(), n_rows, out.data(),
+                           kOutStride);
+          for (int64_t r = 0; r < kPanelRows; ++r) {
+            for (int64_t i = 0; i < kOutStride; ++i) {
+              const float got = out[static_cast<size_t>(r * kOutStride + i)];
+              if (r >= n_rows || i >= kWeightRows) {
+                EXPECT_TRUE(std::isnan(got)) << "wrote outside the panel's rows at row " << r << " column " << i;
+                continue;
+              }
+              const float single = kernel.one(n, weights.data() + i * weight_row_bytes, acts.data() + r * act_row_bytes);
+              EXPECT_EQ(std::memcmp(&single, &got, sizeof(float)), 0)
+                  << n_rows << "-row panel, weight " << i << " row " << r << ": " << single << " vs " << got;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (avx2_supported()) {
+    EXPECT_GE(n_types_with_panels, 7);  // every quantized type but q6_K
   }
 }
 
@@ -186,7 +261,8 @@ TEST(VecDot, DispatchPicksOneOfTheTables) {
     ASSERT_TRUE(tensor::is_supported_weight_type(type));
     const VecDotKernel table = avx2 ? avx2::vec_dot_kernel(type) : scalar::vec_dot_kernel(type);
     EXPECT_EQ(vec_dot_fn(type), table.one) << tensor::dtype_name(type);
-    EXPECT_EQ(vec_dot_tile_fn(type), table.tile) << tensor::dtype_name(type);
+    EXPECT_EQ(vec_dot_kernel(type).tile, table.tile) << tensor::dtype_name(type);
+    EXPECT_EQ(vec_dot_kernel(type).panel.dot, table.panel.dot) << tensor::dtype_name(type);
     const DType act_type = tensor::dtype_traits(type).vec_dot_type;
     EXPECT_NE(quantize_row_fn(act_type), nullptr) << tensor::dtype_name(act_type);
   }

@@ -31,20 +31,18 @@ bool use_avx2() {
   return chosen;
 }
 
-VecDotKernel kernel_for(tensor::DType weight_type) {
+}  // namespace
+
+VecDotKernel vec_dot_kernel(tensor::DType weight_type) {
   return use_avx2() ? avx2::vec_dot_kernel(weight_type) : scalar::vec_dot_kernel(weight_type);
 }
-
-}  // namespace
 
 bool avx2_supported() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-VecDotFn vec_dot_fn(tensor::DType weight_type) { return kernel_for(weight_type).one; }
-
-VecDotTileFn vec_dot_tile_fn(tensor::DType weight_type) { return kernel_for(weight_type).tile; }
+VecDotFn vec_dot_fn(tensor::DType weight_type) { return vec_dot_kernel(weight_type).one; }
 
 QuantizeRowFn quantize_row_fn(tensor::DType activation_type) {
   return use_avx2() ? avx2::quantize_row_fn(activation_type) : scalar::quantize_row_fn(activation_type);

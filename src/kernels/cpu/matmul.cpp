@@ -1,11 +1,14 @@
-// matmul: quantizes the activation rows once into the weight type's partner format, then threads split the
-// weight (output) rows and run the multi-row dot product on each. Every output is one call of one kernel with
-// a reduction order fixed by n_in alone, which is what makes y[r] independent of n_rows and of the threads.
+// matmul: quantizes the activation rows once into the weight type's partner format, then threads take chunks
+// of weight (output) rows and apply each to every activation row: through panels of 8 interleaved rows where
+// the table has panel kernels and there are enough rows, else pair by pair. Every output is computed by one
+// kernel whose arithmetic depends on n_in alone (the panel and one-row kernels agree bit for bit), which is what
+// makes y[r] independent of n_rows and of the threads.
 // Not here: the kernels themselves (vec_dot*.cpp) and the choice of ISA (dispatch.cpp).
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "base/check.h"
 #include "base/thread_pool.h"
@@ -17,32 +20,62 @@ namespace {
 
 // Threads take chunks of weight rows from a shared counter (a thread slowed by another process or a busier core
 // then costs one chunk, not half the matmul), about kChunksPerThread per thread, at most kWeightTileBytes of
-// weight (kept in L2). Each chunk meets the activation rows in groups of about kActivationGroupBytes (kept in
-// L1; 2 to kMaxActivationGroup rows per multi-row call). With one group, every weight row is read from memory
-// once and applied to all rows while in L1. Which thread computes an output never changes its bits.
+// weight (kept in L2). Each chunk meets the activations a panel at a time (the panel stays in L1 while the
+// chunk's rows stream past it), or, on the pair path, in groups of about kActivationGroupBytes. Which thread
+// computes an output never changes its bits.
 constexpr int64_t kChunksPerThread = 8;
 constexpr int64_t kMinChunkRows = 8;
 constexpr size_t kWeightTileBytes = 256 * 1024;
 constexpr size_t kActivationGroupBytes = 24 * 1024;
 constexpr int64_t kMaxActivationGroup = 8;
 
+constexpr size_t kCacheLine = 64;
+
 // Below this many activation values, quantizing on the calling thread beats waking the pool for it.
 constexpr int64_t kParallelQuantizeValues = 64 * 1024;
 
-// Quantizes n_rows rows of n_in floats into tile rows (vec_dot_impl.h); blocks are independent, so any split
-// gives the same bytes.
-void quantize_rows(QuantizeRowFn quantize, tensor::DType act_type, int64_t block_size, size_t block_bytes,
-                   const float* x, int64_t n_in, int64_t n_rows, uint8_t* out, size_t out_row_bytes,
-                   ThreadPool& pool) {
-  const int64_t blocks_per_row = n_in / block_size;
+struct ActivationFormat {
+  QuantizeRowFn quantize = nullptr;  // null for f32 activations, used as they are
+  int64_t block_size = 1;
+  size_t block_bytes = 0;
+  size_t row_bytes = 0;
+};
+
+ActivationFormat activation_format(tensor::DType act_type, int64_t n_in) {
+  ActivationFormat format;
+  if (act_type == tensor::DType::f32) {
+    format.row_bytes = static_cast<size_t>(n_in) * sizeof(float);
+    return format;
+  }
+  const tensor::DTypeTraits& traits = tensor::dtype_traits(act_type);
+  format.quantize = quantize_row_fn(act_type);
+  REWIND_CHECK(format.quantize != nullptr, "matmul: no quantizer for activation type {}", traits.name);
+  format.block_size = traits.block_size;
+  format.block_bytes = traits.block_bytes;
+  format.row_bytes = tensor::row_bytes(act_type, n_in);
+  return format;
+}
+
+// Quantizes rows [row_begin, row_end) of x; blocks are independent, so any split gives the same bytes.
+void quantize_rows(const ActivationFormat& format, const float* x, int64_t n_in, int64_t row_begin, int64_t row_end,
+                   uint8_t* out) {
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    format.quantize(x + row * n_in, out + static_cast<size_t>(row) * format.row_bytes, n_in);
+  }
+}
+
+// Splits the quantization by blocks across the pool when it is large enough to pay for the wake-up.
+void quantize_all_rows(const ActivationFormat& format, const float* x, int64_t n_in, int64_t n_rows, uint8_t* out,
+                       ThreadPool& pool) {
+  const int64_t blocks_per_row = n_in / format.block_size;
   auto quantize_range = [&](int64_t begin, int64_t end) {  // global block indices
     while (begin < end) {
       const int64_t row = begin / blocks_per_row;
       const int64_t first = begin % blocks_per_row;
       const int64_t count = std::min(end - begin, blocks_per_row - first);
-      uint8_t* out_row = out + row * out_row_bytes;
-      quantize(x + row * n_in + first * block_size, out_row + first * block_bytes, count * block_size);
-      fill_tile_row_scales(act_type, n_in, out_row, first, count);
+      format.quantize(x + row * n_in + first * format.block_size,
+                      out + static_cast<size_t>(row) * format.row_bytes + first * format.block_bytes,
+                      count * format.block_size);
       begin += count;
     }
   };
@@ -54,53 +87,103 @@ void quantize_rows(QuantizeRowFn quantize, tensor::DType act_type, int64_t block
   }
 }
 
-}  // namespace
-
-void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
-            ThreadPool& pool) {
-  const tensor::DTypeTraits& traits = tensor::dtype_traits(weight.dtype);
-  const VecDotTileFn dot_tile = vec_dot_tile_fn(weight.dtype);
-  REWIND_CHECK(dot_tile != nullptr, "matmul: no CPU kernel for {} weight {}", traits.name, weight.name);
-  REWIND_CHECK(weight.data != nullptr, "matmul: weight {} has no data", weight.name);
-  const int64_t n_in = weight.n_cols();
-  const int64_t n_out = weight.n_rows();
-  if (n_rows <= 0 || n_out <= 0) return;
-
-  const tensor::DType act_type = traits.vec_dot_type;
-  const void* activations = x;
-  size_t act_row_bytes = static_cast<size_t>(n_in) * sizeof(float);
-  if (act_type != tensor::DType::f32) {
-    const tensor::DTypeTraits& act_traits = tensor::dtype_traits(act_type);
-    act_row_bytes = tile_row_bytes(act_type, n_in);
-    const size_t needed = act_row_bytes * static_cast<size_t>(n_rows);
-    if (scratch.activations.size() < needed) scratch.activations.resize(needed);
-    const QuantizeRowFn quantize = quantize_row_fn(act_type);
-    REWIND_CHECK(quantize != nullptr, "matmul: no quantizer for activation type {}", act_traits.name);
-    quantize_rows(quantize, act_type, act_traits.block_size, act_traits.block_bytes, x, n_in, n_rows,
-                  scratch.activations.data(), act_row_bytes, pool);
-    activations = scratch.activations.data();
-  }
-
-  const auto* act = static_cast<const uint8_t*>(activations);
+// Rows per chunk of weight rows for the threads to share.
+int64_t chunk_rows_for(const tensor::Tensor& weight, int n_threads) {
   const int64_t tile_rows = std::max<int64_t>(1, static_cast<int64_t>(kWeightTileBytes / weight.bytes_per_row()));
-  const int64_t chunk_rows =
-      std::min(tile_rows, std::max(kMinChunkRows, n_out / (kChunksPerThread * pool.n_threads())));
-  const int64_t group_rows =
-      std::clamp<int64_t>(static_cast<int64_t>(kActivationGroupBytes / act_row_bytes), 2, kMaxActivationGroup);
+  return std::min(tile_rows, std::max(kMinChunkRows, weight.n_rows() / (kChunksPerThread * n_threads)));
+}
+
+// Runs body(begin, end) over chunks of weight rows taken from a shared counter by every thread of the pool.
+template <typename Body>
+void for_each_weight_chunk(int64_t n_out, int64_t chunk_rows, ThreadPool& pool, Body&& body) {
   std::atomic<int64_t> next_chunk{0};
   pool.run([&](int, int) {
     while (true) {
       const int64_t begin = next_chunk.fetch_add(chunk_rows, std::memory_order_relaxed);
       if (begin >= n_out) return;
-      const int64_t end = std::min(n_out, begin + chunk_rows);
-      for (int64_t r = 0; r < n_rows; r += group_rows) {
-        const int64_t n_group = std::min(group_rows, n_rows - r);
-        const uint8_t* group = act + static_cast<size_t>(r) * act_row_bytes;
-        dot_tile(n_in, weight.row(begin), weight.bytes_per_row(), end - begin, group, act_row_bytes, n_group,
-                 y + r * n_out + begin, n_out);
-      }
+      body(begin, std::min(n_out, begin + chunk_rows));
     }
   });
+}
+
+void matmul_panels(const tensor::Tensor& weight, const PanelKernel& panel, const ActivationFormat& format,
+                   const float* x, int64_t n_rows, float* y, MatmulScratch& scratch, ThreadPool& pool) {
+  const int64_t n_in = weight.n_cols();
+  const int64_t n_out = weight.n_rows();
+  const int64_t n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
+  const size_t panel_bytes = panel.panel_bytes(n_in);
+  const size_t rows_bytes = format.row_bytes * static_cast<size_t>(n_rows);
+  // Panels start on a cache line: their 32-byte loads then never straddle two.
+  const size_t needed = rows_bytes + kCacheLine + panel_bytes * static_cast<size_t>(n_panels);
+  if (scratch.activations.size() < needed) scratch.activations.resize(needed);
+  uint8_t* rows = scratch.activations.data();
+  uint8_t* panels = rows + rows_bytes;
+  panels += (kCacheLine - reinterpret_cast<uintptr_t>(panels) % kCacheLine) % kCacheLine;
+
+  auto prepare = [&](int64_t p_begin, int64_t p_end) {
+    for (int64_t p = p_begin; p < p_end; ++p) {
+      const int64_t row_begin = p * kPanelRows;
+      const int64_t row_end = std::min(n_rows, row_begin + kPanelRows);
+      quantize_rows(format, x, n_in, row_begin, row_end, rows);
+      panel.pack(n_in, rows + static_cast<size_t>(row_begin) * format.row_bytes, format.row_bytes,
+                 row_end - row_begin, panels + static_cast<size_t>(p) * panel_bytes);
+    }
+  };
+  if (n_panels == 1 || pool.n_threads() == 1) {
+    prepare(0, n_panels);
+  } else {
+    pool.parallel_for(n_panels, prepare);
+  }
+
+  const size_t weight_row_bytes = weight.bytes_per_row();
+  for_each_weight_chunk(n_out, chunk_rows_for(weight, pool.n_threads()), pool, [&](int64_t begin, int64_t end) {
+    for (int64_t p = 0; p < n_panels; ++p) {
+      const int64_t row_begin = p * kPanelRows;
+      panel.dot(n_in, weight.row(begin), weight_row_bytes, end - begin, panels + static_cast<size_t>(p) * panel_bytes,
+                std::min<int64_t>(kPanelRows, n_rows - row_begin), y + row_begin * n_out + begin, n_out);
+    }
+  });
+}
+
+void matmul_pairs(const tensor::Tensor& weight, VecDotTileFn tile, const ActivationFormat& format, const float* x,
+                  int64_t n_rows, float* y, MatmulScratch& scratch, ThreadPool& pool) {
+  const int64_t n_in = weight.n_cols();
+  const int64_t n_out = weight.n_rows();
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (format.quantize != nullptr) {
+    const size_t needed = format.row_bytes * static_cast<size_t>(n_rows);
+    if (scratch.activations.size() < needed) scratch.activations.resize(needed);
+    quantize_all_rows(format, x, n_in, n_rows, scratch.activations.data(), pool);
+    act = scratch.activations.data();
+  }
+  const size_t act_row_bytes = format.row_bytes;
+  const int64_t group_rows =
+      std::clamp<int64_t>(static_cast<int64_t>(kActivationGroupBytes / act_row_bytes), 1, kMaxActivationGroup);
+  const size_t weight_row_bytes = weight.bytes_per_row();
+  for_each_weight_chunk(n_out, chunk_rows_for(weight, pool.n_threads()), pool, [&](int64_t begin, int64_t end) {
+    for (int64_t r = 0; r < n_rows; r += group_rows) {
+      const int64_t n_group = std::min(group_rows, n_rows - r);
+      tile(n_in, weight.row(begin), weight_row_bytes, end - begin, act + static_cast<size_t>(r) * act_row_bytes,
+           act_row_bytes, n_group, y + r * n_out + begin, n_out);
+    }
+  });
+}
+
+}  // namespace
+
+void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
+            ThreadPool& pool) {
+  const tensor::DTypeTraits& traits = tensor::dtype_traits(weight.dtype);
+  const VecDotKernel kernel = vec_dot_kernel(weight.dtype);
+  REWIND_CHECK(kernel.tile != nullptr, "matmul: no CPU kernel for {} weight {}", traits.name, weight.name);
+  REWIND_CHECK(weight.data != nullptr, "matmul: weight {} has no data", weight.name);
+  if (n_rows <= 0 || weight.n_rows() <= 0) return;
+  const ActivationFormat format = activation_format(traits.vec_dot_type, weight.n_cols());
+  if (kernel.panel.dot != nullptr && n_rows >= kernel.panel.min_rows) {
+    matmul_panels(weight, kernel.panel, format, x, n_rows, y, scratch, pool);
+  } else {
+    matmul_pairs(weight, kernel.tile, format, x, n_rows, y, scratch, pool);
+  }
 }
 
 }  // namespace rwd::kernels::cpu

@@ -1,7 +1,8 @@
 // y = x · Wᵀ for a weight W stored [n_out, n_in] in any supported dtype and float activations.
-// Activations are quantized once per call to the weight type's partner format; threads split output rows
-// (weight rows), and each weight row is applied to all n_rows activation rows while it sits in cache, so the
-// weights stream from memory once per call. Batch-invariant: row r of y is bit-identical whatever n_rows is.
+// Activations are quantized once per call to the weight type's partner format (for several rows, interleaved
+// into panels of 8); threads split output rows (weight rows), and each chunk of weight rows is applied to all
+// n_rows activation rows while it sits in cache, so the weights stream from memory once per call.
+// Batch-invariant: row r of y is bit-identical whatever n_rows is and however many threads run.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,8 @@ class ThreadPool;
 
 namespace rwd::kernels::cpu {
 
-// Reusable scratch for quantized activations; grows to the largest call and is then reused, so a token
-// step does not allocate once warmed up.
+// Reusable scratch for quantized activations and their panels; grows to the largest call and is then reused,
+// so a token step does not allocate once warmed up.
 struct MatmulScratch {
   std::vector<uint8_t> activations;
 };

@@ -1,16 +1,15 @@
-// AVX2/FMA/F16C dot-product kernels and activation quantizers (this file alone is compiled with those
-// instructions; dispatch.cpp calls it only after checking the CPU). Quantized blocks are unpacked to int8 in
-// registers and multiplied with maddubs/madd. Each kernel is a template over a tile of NW weight rows by NA
-// activation rows that shares block unpacking and loads across the tile; every output keeps its own
-// accumulators and goes through exactly the operations of the 1 x 1 instance, so a tile of any shape gives the
-// bits of the one-pair kernel. Nothing here calls inline functions shared with plain-x86 files, so no AVX2 copy
-// of them can leak out.
-#include <immintrin.h>
-
+// AVX2/FMA/F16C dot products of one weight row with one activation row (k-quants: with up to 4 activation rows
+// sharing the unpacking), the tiled form of the float kernels, and the activation quantizers (this file alone
+// with vec_dot_panel_avx2.cpp is compiled with those instructions; dispatch.cpp calls it only after checking
+// the CPU). Quantized blocks are unpacked to int8 in registers and multiplied with maddubs/madd; the float
+// arithmetic per output is the one vec_dot_avx2.h fixes, so these kernels and the panel kernels (8 activation
+// rows at once) give the same bits. Nothing here calls inline functions shared with plain-x86 files, so no
+// AVX2 copy of them can leak out.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/vec_dot_avx2.h"
 #include "kernels/cpu/vec_dot_impl.h"
 #include "tensor/quant/blocks.h"
 
@@ -19,12 +18,6 @@ namespace {
 
 using tensor::DType;
 namespace q = tensor::quant;
-
-#define REWIND_INLINE inline __attribute__((always_inline))
-
-// ---- helpers ----
-
-REWIND_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 REWIND_INLINE float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -40,14 +33,6 @@ REWIND_INLINE float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-REWIND_INLINE __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-REWIND_INLINE uint64_t load_u16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return h;
-}
-
 // Lane j = value j of a 32-value block: byte i of qs holds value i (low nibble) and value i + 16 (high).
 REWIND_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -55,16 +40,11 @@ REWIND_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
-// Lane j = 0xFF where bit j of bits is set, else 0.
-REWIND_INLINE __m256i spread_bits(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, sizeof(bits));
-  const __m256i word = _mm256_set1_epi32(static_cast<int>(bits));
-  const __m256i byte_of_lane =
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit_of_lane = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  const __m256i bytes = _mm256_shuffle_epi8(word, byte_of_lane);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit_of_lane), bit_of_lane);
+// Lane i = the sum of the 8 lanes of d[i].
+REWIND_INLINE __m256i transpose_sum(const __m256i (&d)[8]) {
+  const __m256i low4 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
+  const __m256i high4 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(low4, high4, 0x20), _mm256_permute2x128_si256(low4, high4, 0x31));
 }
 
 // Eight int32 sums of four products each, for unsigned w (0..127) and signed a.
@@ -72,38 +52,14 @@ REWIND_INLINE __m256i dot_u8_i8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
 }
 
-// The same for signed w: maddubs wants an unsigned left side, so move w's sign onto a. w_abs = |w|.
-REWIND_INLINE __m256i dot_i8_i8(__m256i w_abs, __m256i w, __m256i a) {
-  return dot_u8_i8(w_abs, _mm256_sign_epi8(a, w));
-}
-
-// Row `row` of a tile whose rows are `row_bytes` apart, as an array of blocks.
-template <typename Block>
-REWIND_INLINE const Block* row_blocks(const uint8_t* rows, size_t row_bytes, int row) {
-  return reinterpret_cast<const Block*>(rows + static_cast<size_t>(row) * row_bytes);
-}
-
-// The fp16 field at `first` and at the same offset of the next blocks (stride bytes apart) as 8 floats; with
-// kFull false only `count` blocks exist and the other lanes are 0. Assembled in general-purpose registers,
-// which are otherwise idle in these kernels, instead of with vector inserts.
-template <bool kFull>
-REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) {
-  const auto* p = static_cast<const uint8_t*>(first);
-  uint64_t word[2] = {0, 0};
-  for (int i = 0; i < 8; ++i) {
-    if (kFull || i < count) word[i / 4] |= load_u16(p + static_cast<size_t>(i) * stride) << (16 * (i % 4));
-  }
-  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(word[1]), static_cast<long long>(word[0])));
+// The same for signed w: maddubs wants an unsigned left side, so move w's sign onto a.
+REWIND_INLINE __m256i dot_i8_i8(__m256i w, __m256i a) {
+  return dot_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
 }
 
 // ---- blocks of 32 against q8_0 / q8_1 ----
-//
-// Per output: block b adds cvt(int32 x8 of w . a) * (d_w d_a) into acc_even or acc_odd by the parity of b
-// (two chains hide the FMA latency of the one-pair kernel). Blocks go in groups of 8 (the last one may be
-// shorter) whose scales are gathered 8 at a time; q4_1 / q5_1 add the group's min terms m_w s_a, lane j for
-// block 8g + j, into acc_odd before its blocks. Result: hsum(acc_even + acc_odd).
 
-// Weight unpackers: return the 32 values of a block as int8 lanes and say whether they are signed.
+// Weight unpackers: the 32 values of a block as int8 lanes, and whether they are signed.
 struct UnpackQ4_0 {
   using Block = q::BlockQ4_0;
   static constexpr bool kSigned = true;
@@ -139,304 +95,242 @@ struct UnpackQ5_1 {
   }
 };
 
+// The fp16 field at `first` and at the same offset of the next count - 1 <= 7 blocks (stride bytes apart) as
+// floats; lanes from count on are 0.
+REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) {
+  const auto* p = static_cast<const uint8_t*>(first);
+  auto half_at = [p, stride](int j) {
+    uint16_t h;
+    std::memcpy(&h, p + static_cast<size_t>(j) * stride, sizeof(h));
+    return static_cast<int>(h);
+  };
+  __m128i v = _mm_cvtsi32_si128(half_at(0));
+  if (count > 1) v = _mm_insert_epi16(v, half_at(1), 1);
+  if (count > 2) v = _mm_insert_epi16(v, half_at(2), 2);
+  if (count > 3) v = _mm_insert_epi16(v, half_at(3), 3);
+  if (count > 4) v = _mm_insert_epi16(v, half_at(4), 4);
+  if (count > 5) v = _mm_insert_epi16(v, half_at(5), 5);
+  if (count > 6) v = _mm_insert_epi16(v, half_at(6), 6);
+  if (count > 7) v = _mm_insert_epi16(v, half_at(7), 7);
+  return _mm256_cvtph_ps(v);
+}
+
 template <typename Unpack>
 struct DotBlock32 {
-  // Two accumulators per output: 1 x 4 keeps 8 of them and the unpacked block in the 16 registers.
-  static constexpr int kTileW = 1;
-  static constexpr int kTileA = 4;
   static constexpr bool kAffine = !Unpack::kSigned;  // q4_1 / q5_1 carry a min and pair with q8_1
   using Block = typename Unpack::Block;
   using ActBlock = std::conditional_t<kAffine, q::BlockQ8_1, q::BlockQ8_0>;
-  static constexpr DType kActType = kAffine ? DType::q8_1 : DType::q8_0;
 
-  // Block b (lane j of the current group's scales) of every pair into acc.
-  template <int NW, int NA>
-  static REWIND_INLINE void block(const Block* const (&w)[NW], const ActBlock* const (&a)[NA], int64_t b, int j,
-                                  const float (&scale)[NW][NA][8], __m256 (&acc)[NW][NA]) {
-    __m256i values[NW], values_abs[NW];
-    for (int i = 0; i < NW; ++i) {
-      values[i] = Unpack::values(w[i][b]);
-      if constexpr (!kAffine) values_abs[i] = _mm256_sign_epi8(values[i], values[i]);
-    }
-    for (int r = 0; r < NA; ++r) {
-      const __m256i act = load256(a[r][b].qs);
-      for (int i = 0; i < NW; ++i) {
-        const __m256i dot = kAffine ? dot_u8_i8(values[i], act) : dot_i8_i8(values_abs[i], values[i], act);
-        acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(&scale[i][r][j]), acc[i][r]);
+  // The int32 dots of blocks b0 .. b0 + count - 1, lane j for block b0 + j; 0 from lane count on.
+  static REWIND_INLINE __m256i group_dots(const Block* w, const ActBlock* a, int64_t b0, int count) {
+    __m256i d[8];
+    for (int j = 0; j < 8; ++j) {
+      if (j < count) {
+        const __m256i values = Unpack::values(w[b0 + j]);
+        const __m256i act = load256(a[b0 + j].qs);
+        d[j] = kAffine ? dot_u8_i8(values, act) : dot_i8_i8(values, act);
+      } else {
+        d[j] = _mm256_setzero_si256();
       }
     }
+    return transpose_sum(d);
   }
 
-  // Eight activation scales from `fields` (the fp16 field of a block and the 7 after it) or, for tile rows,
-  // from the row's float copies of them; the values are the same.
-  template <bool kFull, bool kTileRows>
-  static REWIND_INLINE __m256 act_scales(const float* floats, const uint16_t* fields, int count) {
-    if constexpr (!kTileRows) {
-      return gather_halves<kFull>(fields, sizeof(ActBlock), count);
-    } else if constexpr (kFull) {
-      return _mm256_loadu_ps(floats);
-    } else {
-      alignas(32) float lanes[8] = {};
-      std::memcpy(lanes, floats, static_cast<size_t>(count) * sizeof(float));
-      return _mm256_load_ps(lanes);
+  // Blocks b0 .. b0 + count - 1 into chains 0 .. count - 1 (vec_dot_avx2.h); count is 8 except at the end.
+  static REWIND_INLINE __m256 group(const Block* w, const ActBlock* a, int64_t b0, int count, __m256 chains) {
+    const __m256 scales = _mm256_mul_ps(gather_halves(&w[b0].d, sizeof(Block), count),
+                                        gather_halves(&a[b0].d, sizeof(ActBlock), count));
+    __m256 next = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_dots(w, a, b0, count)), scales, chains);
+    if constexpr (kAffine) {
+      next = _mm256_fmadd_ps(gather_halves(&w[b0].m, sizeof(Block), count),
+                             gather_halves(&a[b0].s, sizeof(ActBlock), count), next);
     }
+    return next;
   }
 
-  // Blocks [b0, b0 + count) of every pair; count is 8 when kFull.
-  template <bool kFull, bool kTileRows, int NW, int NA>
-  static REWIND_INLINE void group(const Block* const (&w)[NW], const ActBlock* const (&a)[NA],
-                                  const float* const (&d_a_floats)[NA], const float* const (&s_a_floats)[NA],
-                                  int64_t b0, int count, __m256 (&even)[NW][NA], __m256 (&odd)[NW][NA]) {
-    alignas(32) float scale[NW][NA][8];  // d_w d_a of the group's blocks, broadcast one by one
-    __m256 d_a[NA], s_a[NA];
-    for (int r = 0; r < NA; ++r) {
-      d_a[r] = act_scales<kFull, kTileRows>(d_a_floats[r] + b0, &a[r][b0].d, count);
-      if constexpr (kAffine) s_a[r] = act_scales<kFull, kTileRows>(s_a_floats[r] + b0, &a[r][b0].s, count);
-    }
-    for (int i = 0; i < NW; ++i) {
-      const __m256 d_w = gather_halves<kFull>(&w[i][b0].d, sizeof(Block), count);
-      for (int r = 0; r < NA; ++r) _mm256_store_ps(scale[i][r], _mm256_mul_ps(d_w, d_a[r]));
-      if constexpr (kAffine) {
-        const __m256 m_w = gather_halves<kFull>(&w[i][b0].m, sizeof(Block), count);
-        for (int r = 0; r < NA; ++r) odd[i][r] = _mm256_fmadd_ps(m_w, s_a[r], odd[i][r]);
-      }
-    }
-    if constexpr (kFull) {
-      block(w, a, b0 + 0, 0, scale, even);
-      block(w, a, b0 + 1, 1, scale, odd);
-      block(w, a, b0 + 2, 2, scale, even);
-      block(w, a, b0 + 3, 3, scale, odd);
-      block(w, a, b0 + 4, 4, scale, even);
-      block(w, a, b0 + 5, 5, scale, odd);
-      block(w, a, b0 + 6, 6, scale, even);
-      block(w, a, b0 + 7, 7, scale, odd);
-    } else {
-      int j = 0;
-      for (; j + 2 <= count; j += 2) {
-        block(w, a, b0 + j, j, scale, even);
-        block(w, a, b0 + j + 1, j + 1, scale, odd);
-      }
-      if (j < count) block(w, a, b0 + j, j, scale, even);
-    }
-  }
-
-  // kTileRows: the activation rows are tile rows carrying float scales (vec_dot_impl.h).
-  template <int NW, int NA, bool kTileRows = true>
-  static void run(int64_t n, const uint8_t* weights, size_t weight_row_bytes, const uint8_t* act,
-                  size_t act_row_bytes, float* out, int64_t out_stride) {
+  static float one(int64_t n, const void* weight, const void* activation) {
+    const auto* w = static_cast<const Block*>(weight);
+    const auto* a = static_cast<const ActBlock*>(activation);
     const int64_t n_blocks = n / q::kBlock32;
-    const Block* w[NW];
-    const ActBlock* a[NA];
-    const float* d_a_floats[NA];
-    const float* s_a_floats[NA];
-    for (int i = 0; i < NW; ++i) w[i] = row_blocks<Block>(weights, weight_row_bytes, i);
-    for (int r = 0; r < NA; ++r) {
-      a[r] = row_blocks<ActBlock>(act, act_row_bytes, r);
-      d_a_floats[r] = kTileRows ? tile_row_d(kActType, n, a[r]) : nullptr;
-      s_a_floats[r] = kTileRows ? tile_row_s(kActType, n, a[r]) : nullptr;
-    }
-    __m256 even[NW][NA], odd[NW][NA];
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) even[i][r] = odd[i][r] = _mm256_setzero_ps();
-    }
+    __m256 chains = _mm256_setzero_ps();
     int64_t b = 0;
-    for (; b + 8 <= n_blocks; b += 8) group<true, kTileRows>(w, a, d_a_floats, s_a_floats, b, 8, even, odd);
+    for (; b + 8 <= n_blocks; b += 8) chains = group(w, a, b, 8, chains);
     if (b < n_blocks) {
-      group<false, kTileRows>(w, a, d_a_floats, s_a_floats, b, static_cast<int>(n_blocks - b), even, odd);
+      const int count = static_cast<int>(n_blocks - b);
+      const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      chains = _mm256_blendv_ps(chains, group(w, a, b, count, chains), _mm256_castsi256_ps(live));
     }
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) out[r * out_stride + i] = hsum(_mm256_add_ps(even[i][r], odd[i][r]));
-    }
-  }
-
-  static float one_pair(int64_t n, const void* weight, const void* activation) {
-    float out;
-    run<1, 1, false>(n, static_cast<const uint8_t*>(weight), 0, static_cast<const uint8_t*>(activation), 0, &out, 1);
-    return out;
+    return sum_chains(chains);
   }
 };
 
 // ---- k-quants against q8_K ----
-//
-// Per super-block and output, the integer sum of scale * (q . qa) is exact in int32 lanes. q4_K / q5_K add it
-// as cvt(sum) * (d_w d_a) into the output's one accumulator, then subtract the min term cvt(sum of m bsums) *
-// (dmin_w d_a) from it; q6_K adds cvt(sum - 32 sum of scale bsums) * (d_w d_a). Result: hsum(acc).
-
-// The eight 6-bit scales and mins of a q4_K / q5_K block (layout in blocks.h), unpacked four at a time.
-REWIND_INLINE void unpack_k_scales(const uint8_t* packed, uint64_t& scales, uint64_t& mins) {
-  uint32_t word[3];
-  std::memcpy(word, packed, sizeof(word));
-  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-  const uint64_t scale_low = word[0] & low6, scale_high = (word[2] & low4) | (((word[0] >> 6) & low2) << 4);
-  const uint64_t min_low = word[1] & low6, min_high = ((word[2] >> 4) & low4) | (((word[1] >> 6) & low2) << 4);
-  scales = scale_low | scale_high << 32;
-  mins = min_low | min_high << 32;
-}
 
 REWIND_INLINE __m256i load_high_bits(const q::BlockQ4K&) { return _mm256_setzero_si256(); }
 REWIND_INLINE __m256i load_high_bits(const q::BlockQ5K& w) { return load256(w.qh); }
 
+// Lanes 0..3 = the sums of the 8 lanes of a, b, c, d (exact, any order).
+REWIND_INLINE __m128i sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i quads = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+  return _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+}
+
+// K-quant rows share each super-block's unpacking across up to kMaxRows activation rows (a verify batch too
+// small for panels); every row keeps its own sums and accumulator.
+constexpr int kMaxKRows = 4;
+
 template <bool kFifthBit, typename Block>
 struct DotKAffine {
-  static constexpr int kTileW = 1;
-  static constexpr int kTileA = 4;
+  static constexpr int kMaxRows = kMaxKRows;
 
-  template <int NW, int NA>
-  static void run(int64_t n, const uint8_t* weights, size_t weight_row_bytes, const uint8_t* act,
-                  size_t act_row_bytes, float* out, int64_t out_stride) {
-    const Block* w[NW];
-    const q::BlockQ8K* a[NA];
-    for (int i = 0; i < NW; ++i) w[i] = row_blocks<Block>(weights, weight_row_bytes, i);
-    for (int r = 0; r < NA; ++r) a[r] = row_blocks<q::BlockQ8K>(act, act_row_bytes, r);
-    __m256 acc[NW][NA];
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) acc[i][r] = _mm256_setzero_ps();
-    }
+  // The int32 lanes of a super-block whose totals are S (sum) and N (min_sum) of vec_dot_avx2.h, per row.
+  template <int NA>
+  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA],
+                                 __m256i (&min_sum)[NA]) {
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
-      __m256i scales16[NW], high_bits[NW];
-      for (int i = 0; i < NW; ++i) {
-        uint64_t scales, mins;
-        unpack_k_scales(w[i][b].scales, scales, mins);
-        // The 8 scales as int16 in both 128-bit lanes; shuffles broadcast one of them.
-        scales16[i] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(scales))));
-        high_bits[i] = load_high_bits(w[i][b]);
-      }
-      __m256i sum[NW][NA];
-      for (int i = 0; i < NW; ++i) {
-        for (int r = 0; r < NA; ++r) sum[i][r] = _mm256_setzero_si256();
-      }
+    uint64_t scales, mins;
+    unpack_k_scales(w.scales, scales, mins);
+    // The 8 scales as int16 in both 128-bit lanes; shuffles broadcast one of them.
+    const __m256i scales16 =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(scales))));
+    __m256i high_bits = load_high_bits(w);
+    for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        __m256i low[NW], high[NW], scale_low[NW], scale_high[NW];
-        for (int i = 0; i < NW; ++i) {
-          const __m256i packed = load256(w[i][b].qs + 32 * c);
-          low[i] = _mm256_and_si256(packed, low_nibble);
-          high[i] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
-          if constexpr (kFifthBit) {
-            const __m256i one = _mm256_set1_epi8(1);
-            low[i] = _mm256_or_si256(low[i], _mm256_slli_epi16(_mm256_and_si256(high_bits[i], one), 4));
-            high[i] = _mm256_or_si256(high[i],
-                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits[i], 1), one), 4));
-            high_bits[i] = _mm256_srli_epi16(high_bits[i], 2);
-          }
-          scale_low[i] =
-              _mm256_shuffle_epi8(scales16[i], _mm256_set1_epi16(static_cast<short>(((4 * c + 1) << 8) | (4 * c))));
-          scale_high[i] = _mm256_shuffle_epi8(scales16[i],
-                                              _mm256_set1_epi16(static_cast<short>(((4 * c + 3) << 8) | (4 * c + 2))));
-        }
-        for (int r = 0; r < NA; ++r) {
-          const __m256i a_low = load256(a[r][b].qs + 64 * c);
-          const __m256i a_high = load256(a[r][b].qs + 64 * c + 32);
-          for (int i = 0; i < NW; ++i) {
-            const __m256i p_low = _mm256_madd_epi16(_mm256_maddubs_epi16(low[i], a_low), scale_low[i]);
-            const __m256i p_high = _mm256_madd_epi16(_mm256_maddubs_epi16(high[i], a_high), scale_high[i]);
-            sum[i][r] = _mm256_add_epi32(sum[i][r], _mm256_add_epi32(p_low, p_high));
-          }
-        }
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed = load256(w.qs + 32 * c);
+      __m256i low = _mm256_and_si256(packed, low_nibble);
+      __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
+      if constexpr (kFifthBit) {
+        const __m256i one = _mm256_set1_epi8(1);
+        low = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(high_bits, one), 4));
+        high = _mm256_or_si256(high, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
+        high_bits = _mm256_srli_epi16(high_bits, 2);
       }
-      for (int i = 0; i < NW; ++i) {
-        uint64_t scales, mins;
-        unpack_k_scales(w[i][b].scales, scales, mins);
-        // mins16 lane k = min of sub-block k / 2, matching bsums lane k (group of 16 values k).
-        const __m128i mins8 = _mm_cvtsi64_si128(static_cast<long long>(mins));
-        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));
-        const float d_w = half_to_float(w[i][b].d);
-        const float dmin_w = half_to_float(w[i][b].dmin);
-        for (int r = 0; r < NA; ++r) {
-          const __m256i min_sum = _mm256_madd_epi16(load256(a[r][b].bsums), mins16);
-          acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[i][r]), _mm256_set1_ps(d_w * a[r][b].d), acc[i][r]);
-          acc[i][r] =
-              _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_set1_ps(dmin_w * a[r][b].d), acc[i][r]);
-        }
+      const __m256i scale_low =
+          _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<short>(((4 * c + 1) << 8) | (4 * c))));
+      const __m256i scale_high =
+          _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<short>(((4 * c + 3) << 8) | (4 * c + 2))));
+      for (int r = 0; r < NA; ++r) {
+        const __m256i p_low = _mm256_madd_epi16(_mm256_maddubs_epi16(low, load256(a[r]->qs + 64 * c)), scale_low);
+        const __m256i p_high =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(high, load256(a[r]->qs + 64 * c + 32)), scale_high);
+        sum[r] = _mm256_add_epi32(sum[r], _mm256_add_epi32(p_low, p_high));
       }
     }
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) out[r * out_stride + i] = hsum(acc[i][r]);
+    // mins16 lane k = min of sub-block k / 2, matching bsums lane k (group of 16 values k).
+    const __m128i mins8 = _mm_cvtsi64_si128(static_cast<long long>(mins));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));
+    for (int r = 0; r < NA; ++r) min_sum[r] = _mm256_madd_epi16(load256(a[r]->bsums), mins16);
+  }
+
+  // out[r * out_stride] for NA activation rows against one weight row.
+  template <int NA>
+  static void rows(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, float* out,
+                   int64_t out_stride) {
+    const auto* w = static_cast<const Block*>(weight);
+    const __m256i zero = _mm256_setzero_si256();
+    __m128 acc[NA];
+    for (int r = 0; r < NA; ++r) acc[r] = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      const q::BlockQ8K* a[NA];
+      for (int r = 0; r < NA; ++r) a[r] = reinterpret_cast<const q::BlockQ8K*>(act + r * act_row_bytes) + b;
+      __m256i sum[NA], min_sum[NA];
+      sums<NA>(w[b], a, sum, min_sum);
+      for (int r = 0; r < NA; ++r) {
+        // One reduction for both: lane 0 = S, lane 1 = N.
+        const __m128 totals = _mm_cvtepi32_ps(sum4(sum[r], min_sum[r], zero, zero));
+        acc[r] = _mm_fmadd_ss(totals, _mm_set_ss(half_to_float(w[b].d) * a[r]->d), acc[r]);
+        acc[r] = _mm_fnmadd_ss(_mm_movehdup_ps(totals), _mm_set_ss(half_to_float(w[b].dmin) * a[r]->d), acc[r]);
+      }
     }
+    for (int r = 0; r < NA; ++r) out[r * out_stride] = _mm_cvtss_f32(acc[r]);
+  }
+
+  static float one(int64_t n, const void* weight, const void* activation) {
+    float out;
+    rows<1>(n, weight, static_cast<const uint8_t*>(activation), 0, &out, 1);
+    return out;
   }
 };
 
 // q6_K: values are (q6 - 32); the -32 is taken out with the bsums: sum sc_g (q - 32) qa = sum sc_g q qa
-// - 32 sum sc_g bsum_g, all in int32, then one FMA per super-block and output.
+// - 32 sum sc_g bsum_g, all in int32.
 struct DotQ6K {
-  static constexpr int kTileW = 1;
-  static constexpr int kTileA = 4;
+  static constexpr int kMaxRows = kMaxKRows;
 
-  template <int NW, int NA>
-  static void run(int64_t n, const uint8_t* weights, size_t weight_row_bytes, const uint8_t* act,
-                  size_t act_row_bytes, float* out, int64_t out_stride) {
-    const q::BlockQ6K* w[NW];
-    const q::BlockQ8K* a[NA];
-    for (int i = 0; i < NW; ++i) w[i] = row_blocks<q::BlockQ6K>(weights, weight_row_bytes, i);
-    for (int r = 0; r < NA; ++r) a[r] = row_blocks<q::BlockQ8K>(act, act_row_bytes, r);
-    __m256 acc[NW][NA];
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) acc[i][r] = _mm256_setzero_ps();
-    }
+  // The int32 lanes of a super-block whose total is S of vec_dot_avx2.h, per row.
+  template <int NA>
+  static REWIND_INLINE void sums(const q::BlockQ6K& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     const __m256i bits45 = _mm256_set1_epi8(0x30);
-    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
-      __m256i sum[NW][NA];
-      for (int i = 0; i < NW; ++i) {
-        const auto* sc = reinterpret_cast<const uint8_t*>(w[i][b].scales);
-        const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-        for (int r = 0; r < NA; ++r) {
-          const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(a[r][b].bsums), scales16), 5);
-          sum[i][r] = _mm256_sub_epi32(_mm256_setzero_si256(), offset);
-        }
-      }
+    const auto* sc = reinterpret_cast<const uint8_t*>(w.scales);
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    for (int r = 0; r < NA; ++r) {
+      sum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                _mm256_slli_epi32(_mm256_madd_epi16(load256(a[r]->bsums), scales16), 5));
+    }
 #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h) {
+      // The 8 scales of this half as int16, in both 128-bit lanes, for pick_pair below.
+      const __m256i half_scales = _mm256_broadcastsi128_si256(
+          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * h))));
+      const __m256i ql0 = load256(w.ql + 64 * h);
+      const __m256i ql1 = load256(w.ql + 64 * h + 32);
+      const __m256i qh = load256(w.qh + 32 * h);
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          __m256i v[NW], scale[NW];
-          for (int i = 0; i < NW; ++i) {
-            const auto* sc = reinterpret_cast<const uint8_t*>(w[i][b].scales);
-            // The 8 scales of this half as int16 in both 128-bit lanes; lanes 0..15 of v are group 8h + 2k,
-            // lanes 16..31 group 8h + 2k + 1: int16 scale 2k in the low 128-bit lane, 2k + 1 in the high one.
-            const __m256i half_scales = _mm256_broadcastsi128_si256(
-                _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * h))));
-            const __m256i pick_pair =
-                _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2))),
-                                 _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k))));
-            scale[i] = _mm256_shuffle_epi8(half_scales, pick_pair);
-            // values 32k + l of this half (layout in blocks.h), each 0..63
-            const __m256i ql = load256(w[i][b].ql + 64 * h + 32 * (k % 2));
-            const __m256i qh = load256(w[i][b].qh + 32 * h);
-            const __m256i low4 = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low_nibble);
-            __m256i high2;
-            if (k == 0) high2 = _mm256_slli_epi16(qh, 4);
-            else if (k == 1) high2 = _mm256_slli_epi16(qh, 2);
-            else if (k == 2) high2 = qh;
-            else high2 = _mm256_srli_epi16(qh, 2);
-            v[i] = _mm256_or_si256(low4, _mm256_and_si256(high2, bits45));
-          }
-          for (int r = 0; r < NA; ++r) {
-            const __m256i a_k = load256(a[r][b].qs + 128 * h + 32 * k);
-            for (int i = 0; i < NW; ++i) {
-              sum[i][r] = _mm256_add_epi32(sum[i][r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[i], a_k), scale[i]));
-            }
-          }
-        }
-      }
-      for (int i = 0; i < NW; ++i) {
-        const float d_w = half_to_float(w[i][b].d);
+      for (int k = 0; k < 4; ++k) {
+        // values 32k + l of this half (layout in blocks.h), each 0..63
+        const __m256i low4 = _mm256_and_si256(k < 2 ? (k == 0 ? ql0 : ql1) : _mm256_srli_epi16(k == 2 ? ql0 : ql1, 4),
+                                              low_nibble);
+        const __m256i high2 = k == 0 ? _mm256_slli_epi16(qh, 4)
+                              : k == 1 ? _mm256_slli_epi16(qh, 2)
+                              : k == 2 ? qh
+                                       : _mm256_srli_epi16(qh, 2);
+        const __m256i values = _mm256_or_si256(low4, _mm256_and_si256(high2, bits45));
+        // Lanes 0..15 are group 8h + 2k, lanes 16..31 group 8h + 2k + 1: int16 scale 2k in the low
+        // 128-bit lane, 2k + 1 in the high one.
+        const __m256i pick_pair =
+            _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2))),
+                             _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k))));
+        const __m256i scale = _mm256_shuffle_epi8(half_scales, pick_pair);
         for (int r = 0; r < NA; ++r) {
-          acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[i][r]), _mm256_set1_ps(d_w * a[r][b].d), acc[i][r]);
+          const __m256i p = _mm256_maddubs_epi16(values, load256(a[r]->qs + 128 * h + 32 * k));
+          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale));
         }
       }
     }
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) out[r * out_stride + i] = hsum(acc[i][r]);
+  }
+
+  template <int NA>
+  static void rows(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, float* out,
+                   int64_t out_stride) {
+    const auto* w = static_cast<const q::BlockQ6K*>(weight);
+    __m128 acc[NA];
+    for (int r = 0; r < NA; ++r) acc[r] = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      const q::BlockQ8K* a[NA];
+      for (int r = 0; r < NA; ++r) a[r] = reinterpret_cast<const q::BlockQ8K*>(act + r * act_row_bytes) + b;
+      __m256i sum[NA];
+      sums<NA>(w[b], a, sum);
+      for (int r = 0; r < NA; ++r) {
+        acc[r] = _mm_fmadd_ss(_mm_cvtepi32_ps(hsum_i32(sum[r])), _mm_set_ss(half_to_float(w[b].d) * a[r]->d), acc[r]);
+      }
     }
+    for (int r = 0; r < NA; ++r) out[r * out_stride] = _mm_cvtss_f32(acc[r]);
+  }
+
+  static float one(int64_t n, const void* weight, const void* activation) {
+    float out;
+    rows<1>(n, weight, static_cast<const uint8_t*>(activation), 0, &out, 1);
+    return out;
   }
 };
 
 // ---- float weights against f32 activations ----
 //
 // Four accumulators per output take 8 values each of every 32; leftover groups of 8 go to the first, the last
-// n % 8 products to a scalar sum. Result: hsum((acc0 + acc1) + (acc2 + acc3)) + tail.
+// n % 8 products to a scalar sum. Result: hsum((acc0 + acc1) + (acc2 + acc3)) + tail. Tiles of 1 weight row by
+// 2 activation rows share the weight loads; more rows would spill the accumulators.
 
 struct LoadF32 {
   using Elem = float;
@@ -466,53 +360,61 @@ struct LoadBf16 {
 
 template <typename Load>
 struct DotFloat {
-  static constexpr int kTileW = 1;
-  static constexpr int kTileA = 2;  // 4 accumulators per output; more would spill them
+  static constexpr int kMaxRows = 2;
 
-  template <int NW, int NA>
-  static void run(int64_t n, const uint8_t* weights, size_t weight_row_bytes, const uint8_t* act,
-                  size_t act_row_bytes, float* out, int64_t out_stride) {
-    using Elem = typename Load::Elem;
-    const Elem* w[NW];
+  template <int NA>
+  static void run(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, float* out,
+                  int64_t out_stride) {
+    const auto* w = static_cast<const typename Load::Elem*>(weight);
     const float* x[NA];
-    __m256 acc[NW][NA][4];
-    float tail[NW][NA];
-    for (int i = 0; i < NW; ++i) w[i] = reinterpret_cast<const Elem*>(weights + static_cast<size_t>(i) * weight_row_bytes);
-    for (int r = 0; r < NA; ++r) x[r] = reinterpret_cast<const float*>(act + static_cast<size_t>(r) * act_row_bytes);
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) {
-        for (int k = 0; k < 4; ++k) acc[i][r][k] = _mm256_setzero_ps();
-        tail[i][r] = 0.0f;
-      }
+    __m256 acc[NA][4];
+    float tail[NA];
+    for (int r = 0; r < NA; ++r) {
+      x[r] = reinterpret_cast<const float*>(act + static_cast<size_t>(r) * act_row_bytes);
+      for (int k = 0; k < 4; ++k) acc[r][k] = _mm256_setzero_ps();
+      tail[r] = 0.0f;
     }
-    int64_t e = 0;
-    for (; e + 32 <= n; e += 32) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
       for (int k = 0; k < 4; ++k) {
-        __m256 wv[NW];
-        for (int i = 0; i < NW; ++i) wv[i] = Load::load8(w[i] + e + 8 * k);
-        for (int r = 0; r < NA; ++r) {
-          const __m256 xv = _mm256_loadu_ps(x[r] + e + 8 * k);
-          for (int i = 0; i < NW; ++i) acc[i][r][k] = _mm256_fmadd_ps(wv[i], xv, acc[i][r][k]);
-        }
+        const __m256 wv = Load::load8(w + i + 8 * k);
+        for (int r = 0; r < NA; ++r) acc[r][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + i + 8 * k), acc[r][k]);
       }
     }
-    for (; e + 8 <= n; e += 8) {
-      for (int i = 0; i < NW; ++i) {
-        const __m256 wv = Load::load8(w[i] + e);
-        for (int r = 0; r < NA; ++r) acc[i][r][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + e), acc[i][r][0]);
-      }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 wv = Load::load8(w + i);
+      for (int r = 0; r < NA; ++r) acc[r][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + i), acc[r][0]);
     }
-    for (; e < n; ++e) {
-      for (int i = 0; i < NW; ++i) {
-        const float wi = Load::load1(w[i] + e);
-        for (int r = 0; r < NA; ++r) tail[i][r] += wi * x[r][e];
-      }
+    for (; i < n; ++i) {
+      const float wi = Load::load1(w + i);
+      for (int r = 0; r < NA; ++r) tail[r] += wi * x[r][i];
     }
-    for (int i = 0; i < NW; ++i) {
-      for (int r = 0; r < NA; ++r) {
-        const __m256 total = _mm256_add_ps(_mm256_add_ps(acc[i][r][0], acc[i][r][1]),
-                                           _mm256_add_ps(acc[i][r][2], acc[i][r][3]));
-        out[r * out_stride + i] = hsum(total) + tail[i][r];
+    for (int r = 0; r < NA; ++r) {
+      const __m256 total = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3]));
+      out[r * out_stride] = hsum(total) + tail[r];
+    }
+  }
+
+  static float one(int64_t n, const void* weight, const void* activation) {
+    float out;
+    run<1>(n, weight, static_cast<const uint8_t*>(activation), 0, &out, 1);
+    return out;
+  }
+
+  static void tile(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                   const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out,
+                   int64_t out_stride) {
+    const auto* act = static_cast<const uint8_t*>(activations);
+    for (int64_t i = 0; i < n_weight_rows; ++i) {
+      const void* w = static_cast<const uint8_t*>(weights) + static_cast<size_t>(i) * weight_row_bytes;
+      int64_t r = 0;
+      for (; r + kMaxRows <= n_act_rows; r += kMaxRows) {
+        run<kMaxRows>(n, w, act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, out + r * out_stride + i,
+                      out_stride);
+      }
+      if (r < n_act_rows) {
+        run<1>(n, w, act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, out + r * out_stride + i,
+               out_stride);
       }
     }
   }
@@ -520,57 +422,64 @@ struct DotFloat {
 
 // ---- wrappers ----
 
+// Quantized types: each pair by the one-row kernel, weight rows inner so the activation row stays in L1.
+// Many activation rows go through the panel kernels instead (vec_dot_panel_avx2.cpp).
 template <typename Kernel>
-float one_pair(int64_t n, const void* weight, const void* activation) {
-  if constexpr (requires { Kernel::one_pair(n, weight, activation); }) {
-    return Kernel::one_pair(n, weight, activation);
-  } else {
-    float out;
-    Kernel::template run<1, 1>(n, static_cast<const uint8_t*>(weight), 0, static_cast<const uint8_t*>(activation), 0,
-                               &out, 1);
-    return out;
-  }
-}
-
-// One tile of n_w <= NW weight rows by n_a <= NA activation rows, by the instance of exactly that shape.
-template <typename Kernel, int NW, int NA>
-void run_shape(int64_t n_w, int64_t n_a, int64_t n, const uint8_t* weights, size_t weight_row_bytes,
-               const uint8_t* act, size_t act_row_bytes, float* out, int64_t out_stride) {
-  if constexpr (NW > 1) {
-    if (n_w < NW) {
-      run_shape<Kernel, NW - 1, NA>(n_w, n_a, n, weights, weight_row_bytes, act, act_row_bytes, out, out_stride);
-      return;
-    }
-  }
-  if constexpr (NA > 1) {
-    if (n_a < NA) {
-      run_shape<Kernel, NW, NA - 1>(n_w, n_a, n, weights, weight_row_bytes, act, act_row_bytes, out, out_stride);
-      return;
-    }
-  }
-  Kernel::template run<NW, NA>(n, weights, weight_row_bytes, act, act_row_bytes, out, out_stride);
-}
-
-// Weight tiles outermost: a tile's weight rows stay in L1 while it meets every activation row.
-template <typename Kernel>
-void tile(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows, const void* activations,
-          size_t act_row_bytes, int64_t n_act_rows, float* out, int64_t out_stride) {
+void tile_by_pairs(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                   const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out,
+                   int64_t out_stride) {
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* act = static_cast<const uint8_t*>(activations);
-  for (int64_t i = 0; i < n_weight_rows; i += Kernel::kTileW) {
-    const int64_t n_w = std::min<int64_t>(Kernel::kTileW, n_weight_rows - i);
-    for (int64_t r = 0; r < n_act_rows; r += Kernel::kTileA) {
-      const int64_t n_a = std::min<int64_t>(Kernel::kTileA, n_act_rows - r);
-      run_shape<Kernel, Kernel::kTileW, Kernel::kTileA>(n_w, n_a, n, w + static_cast<size_t>(i) * weight_row_bytes,
-                                                        weight_row_bytes, act + static_cast<size_t>(r) * act_row_bytes,
-                                                        act_row_bytes, out + r * out_stride + i, out_stride);
+  for (int64_t r = 0; r < n_act_rows; ++r) {
+    for (int64_t i = 0; i < n_weight_rows; ++i) {
+      out[r * out_stride + i] =
+          Kernel::one(n, w + static_cast<size_t>(i) * weight_row_bytes, act + static_cast<size_t>(r) * act_row_bytes);
+    }
+  }
+}
+
+// The last n_act_rows < NA rows of a tile, by the instance of exactly that many rows.
+template <typename Kernel, int NA>
+void rows_remaining(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, int64_t n_act_rows,
+                    float* out, int64_t out_stride) {
+  if constexpr (NA >= 1) {
+    if (n_act_rows == NA) {
+      Kernel::template rows<NA>(n, weight, act, act_row_bytes, out, out_stride);
+    } else {
+      rows_remaining<Kernel, NA - 1>(n, weight, act, act_row_bytes, n_act_rows, out, out_stride);
+    }
+  }
+}
+
+// K-quants: groups of up to Kernel::kMaxRows activation rows share each weight row's unpacking.
+template <typename Kernel>
+void tile_by_row_groups(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                        const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out,
+                        int64_t out_stride) {
+  const auto* w = static_cast<const uint8_t*>(weights);
+  const auto* act = static_cast<const uint8_t*>(activations);
+  for (int64_t r = 0; r < n_act_rows; r += Kernel::kMaxRows) {
+    const int64_t n_group = std::min<int64_t>(Kernel::kMaxRows, n_act_rows - r);
+    for (int64_t i = 0; i < n_weight_rows; ++i) {
+      rows_remaining<Kernel, Kernel::kMaxRows>(n, w + static_cast<size_t>(i) * weight_row_bytes,
+                                               act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, n_group,
+                                               out + r * out_stride + i, out_stride);
     }
   }
 }
 
 template <typename Kernel>
-constexpr VecDotKernel make_kernel() {
-  return {one_pair<Kernel>, tile<Kernel>};
+VecDotKernel make_quant_kernel(DType weight_type) {
+  if constexpr (requires { Kernel::kMaxRows; }) {
+    return {Kernel::one, tile_by_row_groups<Kernel>, panel_kernel(weight_type)};
+  } else {
+    return {Kernel::one, tile_by_pairs<Kernel>, panel_kernel(weight_type)};
+  }
+}
+
+template <typename Kernel>
+VecDotKernel make_float_kernel() {
+  return {Kernel::one, Kernel::tile, {}};
 }
 
 // ---- activation quantizers (byte-identical to tensor/quant/reference.cpp) ----
@@ -663,17 +572,17 @@ void copy_f32_row(const float* x, void* activation_row, int64_t n) {
 
 VecDotKernel vec_dot_kernel(DType weight_type) {
   switch (weight_type) {
-    case DType::f32: return make_kernel<DotFloat<LoadF32>>();
-    case DType::f16: return make_kernel<DotFloat<LoadF16>>();
-    case DType::bf16: return make_kernel<DotFloat<LoadBf16>>();
-    case DType::q4_0: return make_kernel<DotBlock32<UnpackQ4_0>>();
-    case DType::q4_1: return make_kernel<DotBlock32<UnpackQ4_1>>();
-    case DType::q5_0: return make_kernel<DotBlock32<UnpackQ5_0>>();
-    case DType::q5_1: return make_kernel<DotBlock32<UnpackQ5_1>>();
-    case DType::q8_0: return make_kernel<DotBlock32<UnpackQ8_0>>();
-    case DType::q4_k: return make_kernel<DotKAffine<false, q::BlockQ4K>>();
-    case DType::q5_k: return make_kernel<DotKAffine<true, q::BlockQ5K>>();
-    case DType::q6_k: return make_kernel<DotQ6K>();
+    case DType::f32: return make_float_kernel<DotFloat<LoadF32>>();
+    case DType::f16: return make_float_kernel<DotFloat<LoadF16>>();
+    case DType::bf16: return make_float_kernel<DotFloat<LoadBf16>>();
+    case DType::q4_0: return make_quant_kernel<DotBlock32<UnpackQ4_0>>(weight_type);
+    case DType::q4_1: return make_quant_kernel<DotBlock32<UnpackQ4_1>>(weight_type);
+    case DType::q5_0: return make_quant_kernel<DotBlock32<UnpackQ5_0>>(weight_type);
+    case DType::q5_1: return make_quant_kernel<DotBlock32<UnpackQ5_1>>(weight_type);
+    case DType::q8_0: return make_quant_kernel<DotBlock32<UnpackQ8_0>>(weight_type);
+    case DType::q4_k: return make_quant_kernel<DotKAffine<false, q::BlockQ4K>>(weight_type);
+    case DType::q5_k: return make_quant_kernel<DotKAffine<true, q::BlockQ5K>>(weight_type);
+    case DType::q6_k: return make_quant_kernel<DotQ6K>(weight_type);
     default: return {};
   }
 }

@@ -19,22 +19,35 @@ using VecDotTileFn = void (*)(int64_t n, const void* weights, size_t weight_row_
                               const void* activations, size_t activation_row_bytes, int64_t n_act_rows, float* out,
                               int64_t out_stride);
 
-// Activation rows as VecDotTileFn reads them ("tile rows"): the row in the weight type's vec_dot_type, then,
-// for q8_0 and q8_1, float copies of its blocks' fp16 fields (every d, then for q8_1 every s) at a 32-byte
-// aligned offset. A tile reuses each activation block's scale across its weight rows; reading it as a float
-// costs one load where gathering the fp16 fields would cost more than the dot products it scales. For the
-// other types a tile row is the plain row.
-size_t tile_row_bytes(tensor::DType activation_type, int64_t n);
-// The float copies in a tile row of n values, or null where the type has none (s: q8_1 only).
-const float* tile_row_d(tensor::DType activation_type, int64_t n, const void* tile_row);
-const float* tile_row_s(tensor::DType activation_type, int64_t n, const void* tile_row);
-// Writes the float copies for blocks [first_block, first_block + n_blocks) once the row's blocks are quantized.
-void fill_tile_row_scales(tensor::DType activation_type, int64_t n, void* tile_row, int64_t first_block,
-                          int64_t n_blocks);
+// ---- panels: the activation side of the many-row matmul ----
+//
+// A panel holds kPanelRows activation rows quantized to the weight type's vec_dot_type and interleaved so that
+// one 32-byte load gives a few consecutive values of all 8 rows, one 32-bit lane per row. A panel kernel
+// applies a weight row to all 8 rows at once, so the unpacking of each weight block and the float work per
+// block (conversion, scaling, accumulation) are paid once per 8 rows. Rows past the last one are zero.
+inline constexpr int kPanelRows = 8;
+
+// Interleaves n_rows <= kPanelRows quantized activation rows (plain vec_dot_type rows, row_bytes apart) of n
+// values into a panel of panel_bytes(n) bytes.
+using PanelPackFn = void (*)(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel);
+// out[r * out_stride + w] = dot(weight row w, panel row r) for w in [0, n_weight_rows) and r in [0, n_rows),
+// bit-identical to the table's VecDotFn on that pair.
+using PanelDotFn = void (*)(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                            const void* panel, int64_t n_rows, float* out, int64_t out_stride);
+using PanelBytesFn = size_t (*)(int64_t n);
+
+struct PanelKernel {
+  PanelPackFn pack = nullptr;
+  PanelDotFn dot = nullptr;
+  PanelBytesFn panel_bytes = nullptr;
+  // From this many activation rows on, panels beat the tile form (which costs per row).
+  int64_t min_rows = 0;
+};
 
 struct VecDotKernel {
   VecDotFn one = nullptr;
   VecDotTileFn tile = nullptr;
+  PanelKernel panel;  // empty where the table has no panel kernel for the type
 };
 
 namespace scalar {
@@ -49,12 +62,14 @@ namespace avx2 {
 VecDotKernel vec_dot_kernel(tensor::DType weight_type);
 // Byte-identical to the scalar quantizers, only faster.
 QuantizeRowFn quantize_row_fn(tensor::DType activation_type);
+// The panel kernel of a quantized weight type (vec_dot_panel_avx2.cpp); empty for others.
+PanelKernel panel_kernel(tensor::DType weight_type);
 }  // namespace avx2
 
 // True when the CPU (and OS) support AVX2, FMA and F16C.
 bool avx2_supported();
 
-// The tiled form of vec_dot_fn from the table dispatch picked.
-VecDotTileFn vec_dot_tile_fn(tensor::DType weight_type);
+// The whole table entry dispatch picked for a weight type.
+VecDotKernel vec_dot_kernel(tensor::DType weight_type);
 
 }  // namespace rwd::kernels::cpu

@@ -1,0 +1,97 @@
+// Internal to the dot-product AVX2 files (vec_dot_avx2.cpp, vec_dot_panel_avx2.cpp): register helpers they
+// share, and the per-output arithmetic both must follow so that a panel (8 activation rows at once) and the
+// one-row kernels give the same bits. Only *_avx2.cpp files may include it; nothing here is for other kernels.
+//
+// Per output (weight row w, activation row a), the integer part is exact and may be computed any way; the
+// float part is fixed:
+//   blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0): D_b = the int32 dot of block b, s_b = f(d_w) * f(d_a);
+//     eight chains, block b going to chain k = b % 8: P[k] = fma(float(D_b), s_b, P[k]), then for q4_1 / q5_1
+//     P[k] = fma(f(m_w), f(s_a), P[k]); result = sum_chains(P). One row keeps the chains in the lanes of one
+//     vector (8 consecutive blocks per FMA); a panel keeps one vector per chain (lanes are activation rows).
+//   q4_K / q5_K: per super-block, S = sum over sub-blocks of scale * dot, N = sum of min * (sum of qa);
+//     acc = fma(float(S), f(d_w) * d_a, acc), then acc = fnma(float(N), f(dmin_w) * d_a, acc).
+//   q6_K: S = sum over groups of scale * dot of (q - 32) with qa; acc = fma(float(S), f(d_w) * d_a, acc).
+// f() is the fp16-to-float conversion, float() the round-to-nearest int32 conversion; accumulators start at +0.
+#pragma once
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "vec_dot_avx2.h needs -mavx2 -mfma -mf16c: include it only from *_avx2.cpp files"
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace rwd::kernels::cpu::avx2 {
+
+#define REWIND_INLINE inline __attribute__((always_inline))
+#define REWIND_INLINE_LAMBDA __attribute__((always_inline))
+
+// An empty asm that takes and returns v: the compiler must have v in a register here, so it cannot reassociate
+// a running sum into a tree of all its terms, which would need more registers than there are and spill.
+REWIND_INLINE void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
+
+REWIND_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+REWIND_INLINE __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+REWIND_INLINE uint32_t load_u32(const void* p) {
+  uint32_t word;
+  std::memcpy(&word, p, sizeof(word));
+  return word;
+}
+
+// All 8 lanes (4 of the 128-bit form) = the 4 bytes at p. A float broadcast from memory is a pure load; the
+// integer forms cost a load and a shuffle.
+REWIND_INLINE __m256i broadcast_u32(const void* p) {
+  return _mm256_castps_si256(_mm256_broadcast_ss(static_cast<const float*>(p)));
+}
+REWIND_INLINE __m128i broadcast_u32_128(const void* p) {
+  return _mm_castps_si128(_mm_broadcast_ss(static_cast<const float*>(p)));
+}
+
+// The int32 sum of the 8 lanes, in lane 0 (exact: any order gives it).
+REWIND_INLINE __m128i hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+// The chains of 32-blocks summed as ((P0 + P1) + (P2 + P3)) + ((P4 + P5) + (P6 + P7)), from the lanes of one
+// vector (one row) or lane by lane from 8 vectors (a panel).
+REWIND_INLINE float sum_chains(__m256 p) {
+  const __m128 low = _mm256_castps256_ps128(p), high = _mm256_extractf128_ps(p, 1);
+  const __m128 pairs_low = _mm_hadd_ps(low, low);     // P0 + P1, P2 + P3
+  const __m128 pairs_high = _mm_hadd_ps(high, high);  // P4 + P5, P6 + P7
+  const __m128 quads = _mm_hadd_ps(pairs_low, pairs_high);  // lane 0: (P0 + P1) + (P2 + P3); lane 2: the rest
+  return _mm_cvtss_f32(_mm_add_ss(quads, _mm_movehl_ps(quads, quads)));
+}
+
+REWIND_INLINE __m256 sum_chains(const __m256 (&p)[8]) {
+  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(p[0], p[1]), _mm256_add_ps(p[2], p[3])),
+                       _mm256_add_ps(_mm256_add_ps(p[4], p[5]), _mm256_add_ps(p[6], p[7])));
+}
+
+// Lane j = 0xFF where bit j of the 32 bits at qh is set, else 0.
+REWIND_INLINE __m256i spread_bits(const uint8_t* qh) {
+  const __m256i word = _mm256_set1_epi32(static_cast<int>(load_u32(qh)));
+  const __m256i byte_of_lane =
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit_of_lane = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i bytes = _mm256_shuffle_epi8(word, byte_of_lane);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit_of_lane), bit_of_lane);
+}
+
+// The eight 6-bit scales and mins of a q4_K / q5_K block (layout in tensor/quant/blocks.h), one per byte.
+REWIND_INLINE void unpack_k_scales(const uint8_t* packed, uint64_t& scales, uint64_t& mins) {
+  uint32_t word[3];
+  std::memcpy(word, packed, sizeof(word));
+  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+  const uint64_t scale_low = word[0] & low6, scale_high = (word[2] & low4) | (((word[0] >> 6) & low2) << 4);
+  const uint64_t min_low = word[1] & low6, min_high = ((word[2] >> 4) & low4) | (((word[1] >> 6) & low2) << 4);
+  scales = scale_low | scale_high << 32;
+  mins = min_low | min_high << 32;
+}
+
+}  // namespace rwd::kernels::cpu::avx2

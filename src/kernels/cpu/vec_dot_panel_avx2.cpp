@@ -1,0 +1,424 @@
+// Panel kernels (vec_dot_impl.h) for the quantized weight types: activations of 8 rows interleaved so that
+// lane r of every vector is activation row r, and one weight row applied to all 8 with each weight value
+// broadcast to every lane. Integer dot products stay in int16 lanes for as many steps as cannot overflow, then
+// widen once; the per-block float work is one vector op per 8 outputs. Each lane follows the per-output
+// arithmetic of vec_dot_avx2.h, so results are bit-identical to the one-row kernels of vec_dot_avx2.cpp.
+// Weights are read in place (no repacking); only the activations, quantized once per matmul, are interleaved.
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/vec_dot_avx2.h"
+#include "kernels/cpu/vec_dot_impl.h"
+#include "tensor/quant/blocks.h"
+
+namespace rwd::kernels::cpu::avx2 {
+namespace {
+
+using tensor::DType;
+namespace q = tensor::quant;
+
+constexpr int kRows = kPanelRows;
+
+// ---- layouts: one struct per block of the partner type, for 8 rows ----
+
+// q8_0 partner of q4_0 / q5_0: for m = 0..3 and the half h of rows 4h .. 4h + 3, qs[m][h] holds values
+// 4m .. 4m + 3 of the four rows, then values 16 + 4m .. 16 + 4m + 3 of them: the layout that pshufd makes
+// of an unpacked weight block ([values 0..15 | values 16..31]), so one shuffle serves 4 rows and 2 chunks.
+// Then the rows' d as floats and the sums of their block values (the weights go in unsigned, q = w + offset,
+// and offset * sum comes back out).
+struct PanelQ8_0 {
+  int8_t qs[4][2][2][kRows / 2][4];
+  float d[kRows];
+  int32_t sum[kRows];
+};
+static_assert(sizeof(PanelQ8_0) == 320);
+
+// q8_1 partner of q4_1 / q5_1: as above with the rows' s (d * sum, used by the min term) as floats.
+struct PanelQ8_1 {
+  int8_t qs[4][2][2][kRows / 2][4];
+  float d[kRows];
+  float s[kRows];
+};
+static_assert(sizeof(PanelQ8_1) == 320);
+
+// q8_0 partner of q8_0: values 4k .. 4k + 3 of row 4h + r widened to int16 in qs[k][h][r]. Signed weights
+// times signed activations need a sign trick per row with maddubs; madd on int16 pairs needs none, and a
+// weight word broadcast and widened, (w0, w1), (w2, w3) repeated, meets two rows' pairs in each half.
+struct PanelQ8_0Wide {
+  int16_t qs[8][2][kRows / 2][4];
+  float d[kRows];
+};
+static_assert(sizeof(PanelQ8_0Wide) == 544);
+
+// q8_K partner of q4_K / q5_K: chunk k (values 4k .. 4k + 3) of row r in qs[k][r], the rows' d, and the
+// rows' sums of 16-value groups 2p and 2p + 1 as an int16 pair in bsums[p][r].
+struct PanelQ8K {
+  int8_t qs[64][kRows][4];
+  float d[kRows];
+  int16_t bsums[8][kRows][2];
+};
+static_assert(sizeof(PanelQ8K) == 2336);
+
+template <typename Panel, int kBlockValues>
+size_t panel_bytes(int64_t n) {
+  return static_cast<size_t>(n / kBlockValues) * sizeof(Panel);
+}
+
+template <typename Block>
+const Block* row_at(const void* rows, size_t row_bytes, int64_t r) {
+  return reinterpret_cast<const Block*>(static_cast<const uint8_t*>(rows) + static_cast<size_t>(r) * row_bytes);
+}
+
+// ---- packing (rows past n_rows stay zero) ----
+
+void pack_nibble_layout(const int8_t* values, int64_t r, int8_t (&qs)[4][2][2][kRows / 2][4]) {
+  for (int m = 0; m < 4; ++m) {
+    std::memcpy(qs[m][r / 4][0][r % 4], values + 4 * m, 4);
+    std::memcpy(qs[m][r / 4][1][r % 4], values + 16 + 4 * m, 4);
+  }
+}
+
+void pack_q8_0(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
+  auto* out = static_cast<PanelQ8_0*>(panel);
+  std::memset(panel, 0, panel_bytes<PanelQ8_0, q::kBlock32>(n));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* a = row_at<q::BlockQ8_0>(rows, row_bytes, r);
+    for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+      int32_t sum = 0;
+      for (int j = 0; j < q::kBlock32; ++j) sum += a[b].qs[j];
+      pack_nibble_layout(a[b].qs, r, out[b].qs);
+      out[b].d[r] = half_to_float(a[b].d);
+      out[b].sum[r] = sum;
+    }
+  }
+}
+
+void pack_q8_1(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
+  auto* out = static_cast<PanelQ8_1*>(panel);
+  std::memset(panel, 0, panel_bytes<PanelQ8_1, q::kBlock32>(n));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* a = row_at<q::BlockQ8_1>(rows, row_bytes, r);
+    for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+      pack_nibble_layout(a[b].qs, r, out[b].qs);
+      out[b].d[r] = half_to_float(a[b].d);
+      out[b].s[r] = half_to_float(a[b].s);
+    }
+  }
+}
+
+void pack_q8_0_wide(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
+  auto* out = static_cast<PanelQ8_0Wide*>(panel);
+  std::memset(panel, 0, panel_bytes<PanelQ8_0Wide, q::kBlock32>(n));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* a = row_at<q::BlockQ8_0>(rows, row_bytes, r);
+    for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+      for (int k = 0; k < 8; ++k) {
+        for (int j = 0; j < 4; ++j) out[b].qs[k][r / 4][r % 4][j] = a[b].qs[4 * k + j];
+      }
+      out[b].d[r] = half_to_float(a[b].d);
+    }
+  }
+}
+
+void pack_q8_k(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
+  auto* out = static_cast<PanelQ8K*>(panel);
+  std::memset(panel, 0, panel_bytes<PanelQ8K, q::kBlockK>(n));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* a = row_at<q::BlockQ8K>(rows, row_bytes, r);
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      for (int k = 0; k < 64; ++k) std::memcpy(out[b].qs[k][r], a[b].qs + 4 * k, 4);
+      out[b].d[r] = a[b].d;
+      for (int p = 0; p < 8; ++p) {
+        out[b].bsums[p][r][0] = a[b].bsums[2 * p];
+        out[b].bsums[p][r][1] = a[b].bsums[2 * p + 1];
+      }
+    }
+  }
+}
+
+// ---- shared pieces ----
+
+REWIND_INLINE __m256i ones16() { return _mm256_set1_epi16(1); }
+
+// Lanes r < n_rows of v to out[r * out_stride].
+REWIND_INLINE void store_rows(__m256 v, int64_t n_rows, float* out, int64_t out_stride) {
+  alignas(32) float lanes[kRows];
+  _mm256_store_ps(lanes, v);
+  for (int64_t r = 0; r < n_rows; ++r) out[r * out_stride] = lanes[r];
+}
+
+// f(weight fp16 scale) times the 8 rows' float scales: lane r is the one-row kernel's scalar product.
+REWIND_INLINE __m256 row_scales(uint16_t weight_scale, const float* panel_scales) {
+  return _mm256_mul_ps(_mm256_set1_ps(half_to_float(weight_scale)), _mm256_loadu_ps(panel_scales));
+}
+
+// ---- blocks of 32: q4_0, q5_0 (against PanelQ8_0), q4_1, q5_1 (against PanelQ8_1) ----
+//
+// The weight block is unpacked once to its 32 values, unsigned (q4: 0..15, q5: 0..31), so maddubs needs no
+// sign trick; pshufd m then gives chunk m in the low and chunk m + 4 in the high 128-bit lane, for four rows
+// of the panel at a time. An int16 lane sums 4 chunks (q5: 4 * 2 * 31 * 127 fits); madd and one cross-lane add
+// give each row's dot.
+
+template <typename BlockT, bool kFifthBitT, bool kAffineT, int kOffsetShiftT>
+struct NibbleType {
+  using Block = BlockT;
+  static constexpr bool kFifthBit = kFifthBitT;
+  static constexpr bool kAffine = kAffineT;
+  static constexpr int kOffsetShift = kOffsetShiftT;  // unsigned value = signed + (1 << shift); 0 for affine
+  using Panel = std::conditional_t<kAffineT, PanelQ8_1, PanelQ8_0>;
+};
+using TypeQ4_0 = NibbleType<q::BlockQ4_0, false, false, 3>;
+using TypeQ5_0 = NibbleType<q::BlockQ5_0, true, false, 4>;
+using TypeQ4_1 = NibbleType<q::BlockQ4_1, false, true, 0>;
+using TypeQ5_1 = NibbleType<q::BlockQ5_1, true, true, 0>;
+
+// Lane j = value j of the block, unsigned: byte i of qs holds value i (low nibble) and value i + 16 (high).
+template <typename Type>
+REWIND_INLINE __m256i unsigned_values(const typename Type::Block& w) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs));
+  __m256i values = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0F));
+  if constexpr (Type::kFifthBit) {
+    values = _mm256_or_si256(values, _mm256_and_si256(spread_bits(w.qh), _mm256_set1_epi8(0x10)));
+  }
+  return values;
+}
+
+// The int32 dots of block w with the 8 rows of panel block a.
+template <typename Type>
+REWIND_INLINE __m256i nibble_block_dot(const typename Type::Block& w, const typename Type::Panel& a) {
+  const __m256i values = unsigned_values<Type>(w);
+  // pshufd wants an immediate, which a loop index is not in unoptimized builds.
+  const __m256i chunks[4] = {_mm256_shuffle_epi32(values, 0x00), _mm256_shuffle_epi32(values, 0x55),
+                             _mm256_shuffle_epi32(values, 0xAA), _mm256_shuffle_epi32(values, 0xFF)};
+  __m256i sum16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // rows 0..3, rows 4..7
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    sum16[0] = _mm256_add_epi16(sum16[0], _mm256_maddubs_epi16(chunks[m], load256(a.qs[m][0])));
+    sum16[1] = _mm256_add_epi16(sum16[1], _mm256_maddubs_epi16(chunks[m], load256(a.qs[m][1])));
+  }
+  // Each row's sums over chunks 0..3 sit in the low 128-bit lane, over chunks 4..7 in the high one.
+  const __m256i low = _mm256_madd_epi16(sum16[0], ones16());
+  const __m256i high = _mm256_madd_epi16(sum16[1], ones16());
+  __m256i dot = _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20), _mm256_permute2x128_si256(low, high, 0x31));
+  if constexpr (!Type::kAffine) {
+    dot = _mm256_sub_epi32(dot, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum)),
+                                                  Type::kOffsetShift));
+  }
+  return dot;
+}
+
+// Runs step(w block, panel block, chain) over the blocks, block b into chain b % 8 (vec_dot_avx2.h), and
+// stores the summed chains of every weight row.
+template <typename Block, typename Panel, typename Step>
+REWIND_INLINE void panel_dot_blocks32(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                                      const void* panel, int64_t n_rows, float* out, int64_t out_stride, Step step) {
+  const auto* a = static_cast<const Panel*>(panel);
+  const int64_t n_blocks = n / q::kBlock32;
+  for (int64_t i = 0; i < n_weight_rows; ++i) {
+    const auto* w = row_at<Block>(weights, weight_row_bytes, i);
+    __m256 chains[8];
+    for (__m256& chain : chains) chain = _mm256_setzero_ps();
+    int64_t b0 = 0;
+    for (; b0 + 8 <= n_blocks; b0 += 8) {
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) step(w[b0 + j], a[b0 + j], chains[j]);
+    }
+#pragma GCC unroll 7
+    for (int j = 0; j < 7; ++j) {
+      if (b0 + j < n_blocks) step(w[b0 + j], a[b0 + j], chains[j]);
+    }
+    store_rows(sum_chains(chains), n_rows, out + i, out_stride);
+  }
+}
+
+template <typename Type>
+void panel_dot_nibbles(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                       const void* panel, int64_t n_rows, float* out, int64_t out_stride) {
+  using Block = typename Type::Block;
+  using Panel = typename Type::Panel;
+  panel_dot_blocks32<Block, Panel>(
+      n, weights, weight_row_bytes, n_weight_rows, panel, n_rows, out, out_stride,
+      [](const Block& w, const Panel& a, __m256& chain) REWIND_INLINE_LAMBDA {
+        chain = _mm256_fmadd_ps(_mm256_cvtepi32_ps(nibble_block_dot<Type>(w, a)), row_scales(w.d, a.d), chain);
+        if constexpr (Type::kAffine) {
+          chain = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(w.m)), _mm256_loadu_ps(a.s), chain);
+        }
+      });
+}
+
+// ---- q8_0 against PanelQ8_0Wide ----
+//
+// Per chunk of 4 values: the weight word, broadcast and widened, is (w0, w1), (w2, w3) four times; madd with
+// each half of the chunk gives every row two int32 partial sums, which one hadd per block joins. Two weight
+// rows share each load of the (int16, so twice as large) panel.
+
+template <int NW>
+REWIND_INLINE void q8_0_block_dots(const q::BlockQ8_0* const (&w)[NW], int64_t b, const PanelQ8_0Wide& a,
+                                   __m256i (&dots)[NW]) {
+  __m256i low[NW], high[NW];  // rows 0..3, rows 4..7
+  for (int i = 0; i < NW; ++i) low[i] = high[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    __m256i act_low = load256(a.qs[k][0]);
+    __m256i act_high = load256(a.qs[k][1]);
+    if constexpr (NW > 1) {  // one load for all the weight rows, not one folded into each madd
+      keep_in_register(act_low);
+      keep_in_register(act_high);
+    }
+    for (int i = 0; i < NW; ++i) {
+      const __m256i pairs = _mm256_cvtepi8_epi16(broadcast_u32_128(w[i][b].qs + 4 * k));
+      low[i] = _mm256_add_epi32(low[i], _mm256_madd_epi16(pairs, act_low));
+      high[i] = _mm256_add_epi32(high[i], _mm256_madd_epi16(pairs, act_high));
+      keep_in_register(low[i]);
+      keep_in_register(high[i]);
+    }
+  }
+  // hadd gives rows 0, 1, 4, 5 | 2, 3, 6, 7.
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  for (int i = 0; i < NW; ++i) dots[i] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(low[i], high[i]), order);
+}
+
+template <int NW>
+REWIND_INLINE void panel_dot_q8_0_rows(int64_t n, const uint8_t* weights, size_t weight_row_bytes,
+                                       const PanelQ8_0Wide* a, int64_t n_rows, float* out, int64_t out_stride) {
+  const q::BlockQ8_0* w[NW];
+  for (int i = 0; i < NW; ++i) w[i] = row_at<q::BlockQ8_0>(weights, weight_row_bytes, i);
+  const int64_t n_blocks = n / q::kBlock32;
+  __m256 chains[NW][8];
+  for (int i = 0; i < NW; ++i) {
+    for (__m256& chain : chains[i]) chain = _mm256_setzero_ps();
+  }
+  auto step = [&](int64_t b, int j) REWIND_INLINE_LAMBDA {
+    __m256i dots[NW];
+    q8_0_block_dots(w, b, a[b], dots);
+    for (int i = 0; i < NW; ++i) {
+      chains[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]), row_scales(w[i][b].d, a[b].d), chains[i][j]);
+    }
+  };
+  int64_t b0 = 0;
+  for (; b0 + 8 <= n_blocks; b0 += 8) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) step(b0 + j, j);
+  }
+#pragma GCC unroll 7
+  for (int j = 0; j < 7; ++j) {
+    if (b0 + j < n_blocks) step(b0 + j, j);
+  }
+  for (int i = 0; i < NW; ++i) store_rows(sum_chains(chains[i]), n_rows, out + i, out_stride);
+}
+
+void panel_dot_q8_0(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                    const void* panel, int64_t n_rows, float* out, int64_t out_stride) {
+  const auto* w = static_cast<const uint8_t*>(weights);
+  const auto* a = static_cast<const PanelQ8_0Wide*>(panel);
+  int64_t i = 0;
+  for (; i + 2 <= n_weight_rows; i += 2) {
+    panel_dot_q8_0_rows<2>(n, w + static_cast<size_t>(i) * weight_row_bytes, weight_row_bytes, a, n_rows, out + i,
+                           out_stride);
+  }
+  if (i < n_weight_rows) {
+    panel_dot_q8_0_rows<1>(n, w + static_cast<size_t>(i) * weight_row_bytes, weight_row_bytes, a, n_rows, out + i,
+                           out_stride);
+  }
+}
+
+// ---- q4_K / q5_K against PanelQ8K ----
+//
+// Bytes 4m .. 4m + 3 of 64-value chunk c hold values 64c + 4m .. (low nibbles, sub-block 2c) and
+// 64c + 32 + 4m .. (high nibbles, sub-block 2c + 1). A sub-block's 8 chunks sum in int16 (q4: 8 * 3810;
+// q5 in two groups of 4, 4 * 7874), then madd with its scale widens them.
+
+template <bool kFifthBit, typename Block>
+REWIND_INLINE __m256i k_sub_block_pair(const Block& w, const PanelQ8K& a, int c, uint64_t scales) {
+  __m256i sum_low[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  __m256i sum_high[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  const __m256i low_nibble = _mm256_set1_epi8(0x0F);
+  #pragma GCC unroll 8
+  for (int m = 0; m < 8; ++m) {
+    __m256i low, high;
+    if constexpr (kFifthBit) {
+      const uint32_t packed = load_u32(w.qs + 32 * c + 4 * m);
+      const uint32_t bits = load_u32(w.qh + 4 * m);
+      low = _mm256_set1_epi32(
+          static_cast<int>((packed & 0x0F0F0F0Fu) | (((bits >> (2 * c)) & 0x01010101u) << 4)));
+      high = _mm256_set1_epi32(
+          static_cast<int>(((packed >> 4) & 0x0F0F0F0Fu) | (((bits >> (2 * c + 1)) & 0x01010101u) << 4)));
+    } else {
+      const __m256i packed = broadcast_u32(w.qs + 32 * c + 4 * m);
+      low = _mm256_and_si256(packed, low_nibble);
+      high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
+    }
+    const int g = kFifthBit ? m / 4 : 0;
+    sum_low[g] = _mm256_add_epi16(sum_low[g], _mm256_maddubs_epi16(low, load256(a.qs[16 * c + m])));
+    sum_high[g] = _mm256_add_epi16(sum_high[g], _mm256_maddubs_epi16(high, load256(a.qs[16 * c + 8 + m])));
+    keep_in_register(sum_low[g]);
+    keep_in_register(sum_high[g]);
+  }
+  const __m256i scale_low = _mm256_set1_epi16(static_cast<short>((scales >> (16 * c)) & 0xFF));
+  const __m256i scale_high = _mm256_set1_epi16(static_cast<short>((scales >> (16 * c + 8)) & 0xFF));
+  __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(sum_low[0], scale_low), _mm256_madd_epi16(sum_high[0], scale_high));
+  if constexpr (kFifthBit) {
+    sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(sum_low[1], scale_low),
+                                                 _mm256_madd_epi16(sum_high[1], scale_high)));
+  }
+  return sum;
+}
+
+template <bool kFifthBit, typename Block>
+void panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                        const void* panel, int64_t n_rows, float* out, int64_t out_stride) {
+  const auto* a = static_cast<const PanelQ8K*>(panel);
+  for (int64_t i = 0; i < n_weight_rows; ++i) {
+    const auto* w = row_at<Block>(weights, weight_row_bytes, i);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      uint64_t scales, mins;
+      unpack_k_scales(w[b].scales, scales, mins);
+      __m256i sum = _mm256_setzero_si256();
+      #pragma GCC unroll 8
+      for (int c = 0; c < 4; ++c) sum = _mm256_add_epi32(sum, k_sub_block_pair<kFifthBit>(w[b], a[b], c, scales));
+      // Sub-block j's min times the row's sum over its 32 values, from the pair of 16-value sums.
+      __m256i min_sum = _mm256_setzero_si256();
+      #pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const auto min = static_cast<uint32_t>((mins >> (8 * j)) & 0xFF);
+        min_sum = _mm256_add_epi32(min_sum, _mm256_madd_epi16(load256(a[b].bsums[j]),
+                                                              _mm256_set1_epi32(static_cast<int>(min | min << 16))));
+      }
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), row_scales(w[b].d, a[b].d), acc);
+      acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), row_scales(w[b].dmin, a[b].d), acc);
+    }
+    store_rows(acc, n_rows, out + i, out_stride);
+  }
+}
+
+template <int kMinRows>
+constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes) {
+  return {pack, dot, bytes, kMinRows};
+}
+
+}  // namespace
+
+// min_rows: where a panel (the cost of 8 rows, whatever the count) overtakes the one-row kernels (k-quants:
+// 4-row tiles), measured on Zen 4 at n = 768 and 1024.
+PanelKernel panel_kernel(DType weight_type) {
+  switch (weight_type) {
+    case DType::q4_0:
+      return make<3>(pack_q8_0, panel_dot_nibbles<TypeQ4_0>, panel_bytes<PanelQ8_0, q::kBlock32>);
+    case DType::q5_0:
+      return make<3>(pack_q8_0, panel_dot_nibbles<TypeQ5_0>, panel_bytes<PanelQ8_0, q::kBlock32>);
+    case DType::q4_1:
+      return make<3>(pack_q8_1, panel_dot_nibbles<TypeQ4_1>, panel_bytes<PanelQ8_1, q::kBlock32>);
+    case DType::q5_1:
+      return make<3>(pack_q8_1, panel_dot_nibbles<TypeQ5_1>, panel_bytes<PanelQ8_1, q::kBlock32>);
+    case DType::q8_0:
+      return make<5>(pack_q8_0_wide, panel_dot_q8_0, panel_bytes<PanelQ8_0Wide, q::kBlock32>);
+    case DType::q4_k:
+      return make<5>(pack_q8_k, panel_dot_k_affine<false, q::BlockQ4K>, panel_bytes<PanelQ8K, q::kBlockK>);
+    case DType::q5_k:
+      return make<9>(pack_q8_k, panel_dot_k_affine<true, q::BlockQ5K>, panel_bytes<PanelQ8K, q::kBlockK>);
+    default: return {};  // q6_K: the 4-row tile of vec_dot_avx2.cpp beats a panel at every row count
+  }
+}
+
+}  // namespace rwd::kernels::cpu::avx2
