@@ -10,6 +10,24 @@
 
 namespace rwd::model::blocks {
 
+void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float* k, const float* v, float* mixed,
+                  const kernels::cpu::AttentionParams& params) {
+  const Batch& batch = ctx.batch();
+  const int64_t q_width = params.n_head * params.head_dim;
+  const int64_t kv_width = params.n_head_kv * params.head_dim;
+  state::KvCache& kv = ctx.kv();
+  for (const SlotSpan& span : ctx.slot_spans()) {
+    for (int64_t t = span.begin; t < span.end; ++t) {
+      std::copy_n(k + t * kv_width, kv_width, kv.k_row(kv_layer, span.slot, batch.positions[t]));
+      std::copy_n(v + t * kv_width, kv_width, kv.v_row(kv_layer, span.slot, batch.positions[t]));
+    }
+    const int64_t n_kv = batch.positions[span.end - 1] + 1;
+    kernels::cpu::attention(q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
+                            kv.k_data(kv_layer, span.slot), kv.v_data(kv_layer, span.slot), n_kv,
+                            mixed + span.begin * q_width, params, &ctx.pool());
+  }
+}
+
 void attention(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
   const int kv_layer = model.kv_index(il);
   const HParams& hp = model.hparams();
@@ -51,17 +69,7 @@ void attention(const Model& model, ForwardContext& ctx, int il, const float* x, 
   params.scale = hp.attn_scale;
   params.window = lp.sliding_window ? hp.n_swa : 0;
 
-  state::KvCache& kv = ctx.kv();
-  for (const SlotSpan& span : ctx.slot_spans()) {
-    for (int64_t t = span.begin; t < span.end; ++t) {
-      std::copy_n(k + t * kv_width, kv_width, kv.k_row(kv_layer, span.slot, batch.positions[t]));
-      std::copy_n(v + t * kv_width, kv_width, kv.v_row(kv_layer, span.slot, batch.positions[t]));
-    }
-    const int64_t n_kv = batch.positions[span.end - 1] + 1;
-    kernels::cpu::attention(q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
-                            kv.k_data(kv_layer, span.slot), kv.v_data(kv_layer, span.slot), n_kv,
-                            mixed + span.begin * q_width, params, &ctx.pool());
-  }
+  attend_slots(ctx, kv_layer, q, k, v, mixed, params);
 
   kernels::cpu::matmul(lw.attn_output, mixed, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
 }

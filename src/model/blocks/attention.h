@@ -3,6 +3,7 @@
 // output projection. Gated attention and MLA are separate blocks.
 #pragma once
 
+#include "kernels/cpu/attention.h"
 #include "model/forward_context.h"
 #include "model/model.h"
 
@@ -10,5 +11,10 @@ namespace rwd::model::blocks {
 
 // x: [n_tokens, n_embd] normed input; out: [n_tokens, n_embd].
 void attention(const Model& model, ForwardContext& ctx, int il, const float* x, float* out);
+
+// Writes each token's k and v rows ([n_tokens, n_head_kv, head_dim]) at its position in its slot's KV rows of
+// kv_layer, then attends every slot's queries ([n_tokens, n_head, head_dim]) over that slot's rows into mixed.
+void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float* k, const float* v, float* mixed,
+                  const kernels::cpu::AttentionParams& params);
 
 }  // namespace rwd::model::blocks

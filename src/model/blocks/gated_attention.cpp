@@ -7,6 +7,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rope.h"
+#include "model/blocks/attention.h"
 #include "model/blocks/buffers.h"
 
 namespace rwd::model::blocks {
@@ -54,17 +55,7 @@ void gated_attention(const Model& model, ForwardContext& ctx, int il, const floa
   params.head_dim = head_dim;
   params.scale = hp.attn_scale;
   float* mixed = ctx.buffer(kBufferMixed, n_tokens * q_width);  // [n_tokens, n_head, head_dim]
-  state::KvCache& kv = ctx.kv();
-  for (const SlotSpan& span : ctx.slot_spans()) {
-    for (int64_t t = span.begin; t < span.end; ++t) {
-      std::copy_n(k + t * kv_width, kv_width, kv.k_row(kv_layer, span.slot, batch.positions[t]));
-      std::copy_n(v + t * kv_width, kv_width, kv.v_row(kv_layer, span.slot, batch.positions[t]));
-    }
-    const int64_t n_kv = batch.positions[span.end - 1] + 1;
-    kernels::cpu::attention(q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
-                            kv.k_data(kv_layer, span.slot), kv.v_data(kv_layer, span.slot), n_kv,
-                            mixed + span.begin * q_width, params, &ctx.pool());
-  }
+  attend_slots(ctx, kv_layer, q, k, v, mixed, params);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t h = 0; h < hp.n_head; ++h) {
       const float* gate = q_and_gate + ((t * hp.n_head + h) * 2 + 1) * head_dim;

@@ -94,13 +94,14 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   kernels::cpu::swiglu(shared_gate, shared_up, shared_gate, n_tokens * hp.n_ff_shexp);
   kernels::cpu::matmul(lw.ffn_down_shexp, shared_gate, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
   const float* gate_inp_shexp = lw.ffn_gate_inp_shexp.f32();
+  std::vector<float> mix(static_cast<size_t>(n_embd));
   for (int64_t t = 0; t < n_tokens; ++t) {
     double logit = 0.0;
     for (int64_t i = 0; i < n_embd; ++i) logit += static_cast<double>(gate_inp_shexp[i]) * x[t * n_embd + i];
     const float shared_scale = 1.0f / (1.0f + std::exp(-static_cast<float>(logit)));
     float* row = out + t * n_embd;
     for (int64_t i = 0; i < n_embd; ++i) row[i] *= shared_scale;
-    std::vector<float> mix(static_cast<size_t>(n_embd), 0.0f);
+    std::fill(mix.begin(), mix.end(), 0.0f);
     for (int64_t j = 0; j < n_used; ++j) {
       const float w = weights[t * n_used + j];
       const float* expert_row = routed + (t * n_used + j) * n_embd;
