@@ -59,6 +59,32 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
       slot_seen[slot] = 1;
     }
   }
+  // A slot with an open transaction: plain tokens only before its first position and before it ran anything,
+  // then its tokens continue the transaction's and fit its room.
+  for (int64_t i = 0; i < n;) {
+    const int32_t slot = batch.slots[i];
+    int64_t end = i;
+    while (end < n && batch.slots[end] == slot) ++end;
+    if (state.in_transaction(slot)) {
+      const int32_t first = state.txn_first_position(slot);
+      const int64_t n_txn_before = state.txn_tokens(slot);
+      int64_t n_in_txn = 0;
+      for (int64_t r = i; r < end; ++r) n_in_txn += batch.positions[r] >= first ? 1 : 0;
+      if (n_in_txn > 0) {
+        const int32_t expected = first + static_cast<int32_t>(n_txn_before);
+        const int32_t got = batch.positions[end - n_in_txn];
+        if (got != expected) {
+          return Status::errorf("slot {}: the transaction continues at position {}, the batch brings position {}",
+                                slot, expected, got);
+        }
+        if (n_in_txn < end - i && n_txn_before > 0) {
+          return Status::errorf("slot {}: plain tokens after its transaction started", slot);
+        }
+        REWIND_RETURN_IF_ERROR(state.check_txn_room(slot, n_in_txn));
+      }
+    }
+    i = end;
+  }
   return Status::ok();
 }
 
@@ -70,6 +96,22 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
   for (int64_t i = 0; i < batch.size(); ++i) {
     if (i == 0 || batch.slots[i] != batch.slots[i - 1]) slot_spans_.push_back({batch.slots[i], i, i});
     slot_spans_.back().end = i + 1;
+  }
+  recurrent_runs_.clear();
+  for (const SlotSpan& span : slot_spans_) {
+    int64_t split = span.begin;
+    if (state.in_transaction(span.slot)) {
+      while (split < span.end && batch.positions[split] < state.txn_first_position(span.slot)) ++split;
+    } else {
+      split = span.end;
+    }
+    if (split > span.begin) {
+      recurrent_runs_.push_back({{span.slot, span.begin, split}, state.span_state(span.slot, false, true)});
+    }
+    if (split < span.end) {
+      recurrent_runs_.push_back(
+          {{span.slot, split, span.end}, state.span_state(span.slot, true, split == span.begin)});
+    }
   }
   // Embedding rows are dequantized one token at a time: a token reads only its own row.
   const auto& embd_traits = tensor::dtype_traits(embeddings.dtype);
@@ -106,6 +148,16 @@ Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std
   REWIND_RETURN_IF_ERROR(validate(batch, state));
   begin(batch, state, model_.weights().token_embd);
   model_.arch().forward_layers(model_, *this);
+  for (const SlotSpan& span : slot_spans_) {
+    int64_t n_txn = 0;
+    for (const RecurrentRun& run : recurrent_runs_) {
+      if (run.span.slot == span.slot && state.in_transaction(span.slot) &&
+          batch.positions[run.span.begin] >= state.txn_first_position(span.slot)) {
+        n_txn += run.span.end - run.span.begin;
+      }
+    }
+    state.finish_forward(span.slot, span.end - span.begin - n_txn, n_txn);
+  }
   finish(batch, model_.weights().output, logits);
   return Status::ok();
 }

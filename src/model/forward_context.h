@@ -16,6 +16,13 @@ namespace rwd::model {
 
 class Model;
 
+// A run of one slot's tokens that meets the recurrent state one way: a slot's tokens split into the plain
+// ones and those of its open transaction (positions >= the transaction's first position).
+struct RecurrentRun {
+  SlotSpan span;
+  state::SpanState state;
+};
+
 class ForwardContext {
  public:
   ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens);
@@ -37,8 +44,10 @@ class ForwardContext {
   // Accessors for the blocks and architecture files while a forward runs.
   const Batch& batch() const { return *batch_; }
   const std::vector<SlotSpan>& slot_spans() const { return slot_spans_; }
+  const std::vector<RecurrentRun>& recurrent_runs() const { return recurrent_runs_; }
   state::KvCache& kv() { return state_->kv(); }
   state::RecurrentCache& recurrent() { return state_->recurrent(); }
+  state::ModelState& state() { return *state_; }
   ThreadPool& pool() { return pool_; }
   kernels::cpu::MatmulScratch& matmul_scratch() { return matmul_scratch_; }
   int64_t n_tokens() const { return batch_->size(); }
@@ -58,6 +67,7 @@ class ForwardContext {
   const Batch* batch_ = nullptr;
   state::ModelState* state_ = nullptr;
   std::vector<SlotSpan> slot_spans_;
+  std::vector<RecurrentRun> recurrent_runs_;
   kernels::cpu::MatmulScratch matmul_scratch_;
   std::vector<float> hidden_;
   std::vector<std::vector<float>> buffers_;

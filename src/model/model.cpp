@@ -52,9 +52,10 @@ std::vector<state::RecurrentSpec> Model::recurrent_specs() const {
   for (const LayerParams& layer : hp.layers) {
     if (layer.kind == LayerKind::gated_delta) {
       const int64_t channels = 2 * hp.ssm_n_head_k * hp.ssm_head_dim + hp.ssm_n_head_v * hp.ssm_head_dim;
-      specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim});
+      specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim,
+                       hp.ssm_n_head_k, false, hp.ssm_key_head_mapping});
     } else if (layer.kind == LayerKind::short_conv) {
-      specs.push_back({hp.n_shortconv_l_cache - 1, hp.n_embd, 0, 0, 0});
+      specs.push_back({hp.n_shortconv_l_cache - 1, hp.n_embd, 0, 0, 0, 0, false, kernels::cpu::KeyHeadMapping::modulo});
     }
   }
   return specs;

@@ -30,6 +30,11 @@ float* RecurrentCache::ssm_state(int il, int slot) {
   return data_.data() + slot * slot_floats_ + ssm_offset_[il];
 }
 
+float* RecurrentCache::slot_data(int slot) {
+  REWIND_CHECK(slot >= 0 && slot < n_slots_, "slot {} out of range", slot);
+  return data_.data() + slot * slot_floats_;
+}
+
 void RecurrentCache::reset(int slot) {
   REWIND_CHECK(slot >= 0 && slot < n_slots_, "slot {} out of range", slot);
   std::fill_n(data_.data() + slot * slot_floats_, slot_floats_, 0.0f);

@@ -7,18 +7,41 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/gated_delta.h"
+
 namespace rwd::state {
 
 // What a recurrent layer keeps per sequence (STYLE habit 5: layers declare their state as data).
+// The delta-rule fields also size the layer's per-token records (k per key head, u and decay per value head).
 struct RecurrentSpec {
   int64_t conv_rows = 0;       // d_conv - 1 previous inputs
   int64_t conv_channels = 0;
-  int64_t n_head = 0;          // recurrent state [n_head, head_v_dim, head_k_dim]
+  int64_t n_head = 0;          // recurrent state [n_head, head_v_dim, head_k_dim]; 0: a convolution only
   int64_t head_v_dim = 0;
   int64_t head_k_dim = 0;
+  int64_t n_head_k = 0;        // key heads of the delta rule (n_head is a multiple)
+  bool per_channel_decay = false;
+  kernels::cpu::KeyHeadMapping key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
 
   int64_t conv_floats() const { return conv_rows * conv_channels; }
   int64_t ssm_floats() const { return n_head * head_v_dim * head_k_dim; }
+  // One token's record: its conv input column, k, u and decay (DESIGN §5).
+  int64_t record_k_floats() const { return n_head_k * head_k_dim; }
+  int64_t record_u_floats() const { return n_head * head_v_dim; }
+  int64_t record_decay_floats() const { return n_head * (per_channel_decay ? head_k_dim : 1); }
+  int64_t record_floats() const {
+    return conv_channels + record_k_floats() + record_u_floats() + record_decay_floats();
+  }
+  kernels::cpu::GatedDeltaParams delta_params() const {
+    kernels::cpu::GatedDeltaParams params;
+    params.n_head_k = n_head_k;
+    params.n_head_v = n_head;
+    params.head_k_dim = head_k_dim;
+    params.head_v_dim = head_v_dim;
+    params.per_channel_decay = per_channel_decay;
+    params.mapping = key_head_mapping;
+    return params;
+  }
 };
 
 class RecurrentCache {
@@ -34,6 +57,12 @@ class RecurrentCache {
 
   // Zeroes one slot's windows and states: the state before a sequence's first token.
   void reset(int slot);
+  // All of one slot's windows and states as one block (for full copies: snapshots, backups).
+  float* slot_data(int slot);
+  // Where layer il's window and state sit inside a slot's block (floats), for copies in the same layout.
+  int64_t conv_offset(int il) const { return conv_offset_[il]; }
+  int64_t ssm_offset(int il) const { return ssm_offset_[il]; }
+  int64_t slot_floats() const { return slot_floats_; }
 
   size_t conv_bytes_per_slot() const;
   size_t ssm_bytes_per_slot() const;

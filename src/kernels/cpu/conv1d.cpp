@@ -24,6 +24,12 @@ void causal_conv1d(const float* x, int64_t n_tokens, int64_t n_channels, const f
   }
 }
 
+void advance_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window) {
+  REWIND_CHECK(d_conv >= 1 && d_conv <= kConv1dMaxKernel, "advance_conv_window: d_conv={} must be in 1..{}", d_conv,
+               kConv1dMaxKernel);
+  detail::shift_conv_window(x, n_tokens, n_channels, d_conv, window);
+}
+
 namespace detail {
 
 void shift_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window) {

@@ -22,4 +22,8 @@ inline constexpr int64_t kConv1dMaxKernel = 16;
 void causal_conv1d(const float* x, int64_t n_tokens, int64_t n_channels, const float* weight, int64_t d_conv,
                    const float* bias, float* window, float* out);
 
+// The window update alone: after it, window holds the last d_conv - 1 rows of concat(window, x), exactly as
+// causal_conv1d leaves it. Replaying logged input rows with it rebuilds a window bit for bit.
+void advance_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window);
+
 }  // namespace rwd::kernels::cpu

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "base/check.h"
 #include "base/thread_pool.h"
@@ -35,6 +36,15 @@ void gated_delta_rule(const float* q, const float* k, const float* v, const floa
                                 {q, k, v, g, beta, n_tokens, state, out, u_out, params}, pool);
 }
 
+void gated_delta_rule_io(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                         int64_t n_tokens, float* state, const GatedDeltaStateIo& io, float* out, float* u_out,
+                         const GatedDeltaParams& params, ThreadPool* pool) {
+  const bool avx2 = has_avx2_fma();
+  detail::gated_delta_rule_with(avx2 ? detail::gated_delta_rows_avx2 : detail::gated_delta_rows_scalar,
+                                avx2 ? detail::apply_record_rows_avx2 : detail::apply_record_rows_scalar,
+                                {q, k, v, g, beta, n_tokens, state, out, u_out, params}, io, pool);
+}
+
 void gated_delta_decay(const float* g, float* decay, int64_t n) {
   if (has_avx2_fma()) {
     detail::gated_delta_decay_avx2(g, decay, n);
@@ -56,12 +66,39 @@ void apply_gated_delta_record(float* head_state, const float* k, const float* u,
 namespace detail {
 
 void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, ThreadPool* pool) {
+  gated_delta_rule_with(rows_fn, apply_record_rows_scalar, args, GatedDeltaStateIo{}, pool);
+}
+
+namespace {
+
+// Applies every record of `records` to rows [row_begin, row_end) of head h, held at `rows`.
+void apply_records_to_rows(ApplyRecordRowsFn apply_fn, const GatedDeltaRecords& records, const GatedDeltaParams& p,
+                           int64_t h, int64_t row_begin, int64_t row_end, float* rows) {
+  const int64_t n_decay = p.per_channel_decay ? p.head_k_dim : 1;
+  const int64_t hk = ref::key_head_of(h, p);
+  for (int64_t t = 0; t < records.n; ++t) {
+    apply_fn(rows, row_end - row_begin, records.k + (t * p.n_head_k + hk) * p.head_k_dim,
+             records.u + (t * p.n_head_v + h) * p.head_v_dim + row_begin,
+             records.decay + (t * p.n_head_v + h) * n_decay, p);
+  }
+}
+
+}  // namespace
+
+void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn, const GatedDeltaArgs& args,
+                           const GatedDeltaStateIo& io, ThreadPool* pool) {
   const GatedDeltaParams& params = args.params;
   check_params(params);
   REWIND_CHECK(args.n_tokens >= 0, "gated_delta: n_tokens={} is negative", args.n_tokens);
-  if (args.n_tokens == 0) return;
+  REWIND_CHECK(io.fold.n >= 0 && io.ahead.n >= 0, "gated_delta: negative record counts {} and {}", io.fold.n,
+               io.ahead.n);
+  REWIND_CHECK(io.read_only || io.ahead.n == 0, "gated_delta: records ahead of the state need read_only");
+  REWIND_CHECK(!io.read_only || args.n_tokens == 0 || args.u_out != nullptr,
+               "gated_delta: a read-only call must write its records (u_out)");
+  if (args.n_tokens == 0 && io.fold.n == 0) return;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
   const int64_t dv = params.head_v_dim;
+  const int64_t dk = params.head_k_dim;
   // Heads are the work items; with fewer than two heads per thread, heads are also cut into row ranges of at
   // least 32 rows (a multiple of 8, the AVX2 row group), so that decoding a few heads still uses every thread.
   int64_t n_row_blocks = 1;
@@ -71,9 +108,24 @@ void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args,
   const int64_t rows_per_block = ((dv + n_row_blocks - 1) / n_row_blocks + 7) / 8 * 8;
   n_row_blocks = (dv + rows_per_block - 1) / rows_per_block;
   const auto run_items = [&](int64_t item_begin, int64_t item_end) {
+    // The working copy of a read-only call: one row block per thread, reused, so it stays in cache.
+    thread_local std::vector<float> copy;
     for (int64_t item = item_begin; item < item_end; ++item) {
+      const int64_t h = item / n_row_blocks;
       const int64_t row_begin = item % n_row_blocks * rows_per_block;
-      rows_fn(args, item / n_row_blocks, row_begin, std::min(dv, row_begin + rows_per_block));
+      const int64_t row_end = std::min(dv, row_begin + rows_per_block);
+      float* in_state = args.state + (h * dv + row_begin) * dk;
+      apply_records_to_rows(apply_fn, io.fold, params, h, row_begin, row_end, in_state);
+      if (args.n_tokens == 0) continue;
+      float* rows = in_state;
+      if (io.read_only) {
+        const size_t n_floats = static_cast<size_t>((row_end - row_begin) * dk);
+        if (copy.size() < n_floats) copy.resize(n_floats);
+        std::copy_n(in_state, n_floats, copy.data());
+        rows = copy.data();
+        apply_records_to_rows(apply_fn, io.ahead, params, h, row_begin, row_end, rows);
+      }
+      rows_fn(args, h, row_begin, row_end, rows);
     }
   };
   if (n_threads == 1) {
@@ -115,13 +167,12 @@ void apply_record(float* head_state, const float* k, const float* u, const float
 }
 
 template <bool kPerChannel>
-void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int64_t row_end) {
+void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int64_t row_end, float* rows) {
   const GatedDeltaParams& p = args.params;
   const int64_t dk = p.head_k_dim;
   const int64_t dv = p.head_v_dim;
   const int64_t n_decay = kPerChannel ? dk : 1;
   const int64_t hk = ref::key_head_of(h, p);
-  float* head_state = args.state + h * dv * dk;
   float decay[kTokenChunk][kGatedDeltaMaxHeadDim];
   float decayed_k[kTokenChunk][kGatedDeltaMaxHeadDim];
   for (int64_t t0 = 0; t0 < args.n_tokens; t0 += kTokenChunk) {
@@ -133,7 +184,7 @@ void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int6
       for (int64_t i = 0; i < dk; ++i) decayed_k[c][i] = k_t[i] * decay[c][kPerChannel ? i : 0];
     }
     for (int64_t j = row_begin; j < row_end; ++j) {
-      float* row = head_state + j * dk;
+      float* row = rows + (j - row_begin) * dk;
       for (int64_t c = 0; c < n_chunk; ++c) {
         const int64_t t = t0 + c;
         const int64_t at = (t * p.n_head_v + h) * dv + j;  // element j of token t's value row of head h
@@ -161,11 +212,24 @@ void apply_gated_delta_record_scalar(float* head_state, const float* k, const fl
   }
 }
 
-void gated_delta_rows_scalar(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end) {
+void gated_delta_rows_scalar(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end,
+                             float* rows) {
   if (args.params.per_channel_decay) {
-    forward_rows<true>(args, head, row_begin, row_end);
+    forward_rows<true>(args, head, row_begin, row_end, rows);
   } else {
-    forward_rows<false>(args, head, row_begin, row_end);
+    forward_rows<false>(args, head, row_begin, row_end, rows);
+  }
+}
+
+void apply_record_rows_scalar(float* rows, int64_t n_rows, const float* k, const float* u, const float* decay,
+                              const GatedDeltaParams& params) {
+  for (int64_t j = 0; j < n_rows; ++j) {
+    float* row = rows + j * params.head_k_dim;
+    if (params.per_channel_decay) {
+      update_row<true>(row, params.head_k_dim, k, decay, u[j]);
+    } else {
+      update_row<false>(row, params.head_k_dim, k, decay, u[j]);
+    }
   }
 }
 

@@ -46,6 +46,33 @@ void gated_delta_rule(const float* q, const float* k, const float* v, const floa
 // another exp (std::exp, a float64 exp) can differ in the last bit and break bit-exact replay.
 void gated_delta_decay(const float* g, float* decay, int64_t n);
 
+// Records of earlier tokens of the same sequence (as gated_delta_rule wrote them to u_out, with k and
+// gated_delta_decay(g)), applied to a head's rows before the call's own tokens with apply_gated_delta_record's
+// arithmetic, so the result equals having run those tokens first.
+struct GatedDeltaRecords {
+  const float* k = nullptr;      // [n, n_head_k, head_k_dim]
+  const float* u = nullptr;      // [n, n_head_v, head_v_dim]
+  const float* decay = nullptr;  // [n, n_head_v] or [n, n_head_v, head_k_dim] when per_channel_decay
+  int64_t n = 0;
+};
+
+// How a call treats the state it is given (DESIGN §5, rollback by record replay). `fold` records are applied
+// to the state and stay there (a commit made lazily: the rows are in cache anyway). With read_only, the
+// call's tokens then run on a per-thread copy of each head's rows, after the `ahead` records (tokens of the
+// open transaction that earlier calls ran) are applied to the copy; the state keeps only the fold. Without
+// read_only, `ahead` must be empty and the tokens update the state in place.
+struct GatedDeltaStateIo {
+  GatedDeltaRecords fold;
+  GatedDeltaRecords ahead;
+  bool read_only = false;
+};
+
+// gated_delta_rule with records applied first and, optionally, the state left untouched by the tokens.
+// u_out is required when read_only (the records are then the only trace the tokens leave).
+void gated_delta_rule_io(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                         int64_t n_tokens, float* state, const GatedDeltaStateIo& io, float* out, float* u_out,
+                         const GatedDeltaParams& params, ThreadPool* pool);
+
 // Applies one token's record to one head's state: S = decay ∘ S + k uᵀ, with exactly the arithmetic the
 // forward uses. head_state: [head_v_dim, head_k_dim]; k: [head_k_dim]; u: [head_v_dim];
 // decay: gated_delta_decay(g), 1 value (scalar) or head_k_dim values (per channel).

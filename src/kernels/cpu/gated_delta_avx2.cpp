@@ -102,12 +102,13 @@ struct TokenChunk {
 // Rows j .. j + kRows - 1 (kRows 8 or 1) of head h through the chunk's tokens. Every row's sums are reduced by
 // the same tree (a reduce4 lane equals reduce_add) in a group of eight or alone.
 template <int kRows, bool kPerChannel>
-void run_rows(const GatedDeltaArgs& args, int64_t h, int64_t hk, const TokenChunk& chunk, int64_t j) {
+void run_rows(const GatedDeltaArgs& args, int64_t h, int64_t hk, const TokenChunk& chunk, int64_t j,
+              float* first_row) {
   const GatedDeltaParams& p = args.params;
   const int64_t dk = p.head_k_dim;
   const int64_t dv = p.head_v_dim;
   float* rows[kRows];
-  for (int r = 0; r < kRows; ++r) rows[r] = args.state + (h * dv + j + r) * dk;
+  for (int r = 0; r < kRows; ++r) rows[r] = first_row + r * dk;
   for (int64_t c = 0; c < chunk.n; ++c) {
     const int64_t t = chunk.t0 + c;
     const int64_t at = (t * p.n_head_v + h) * dv + j;  // element j of token t's value row of head h
@@ -144,7 +145,7 @@ void run_rows(const GatedDeltaArgs& args, int64_t h, int64_t hk, const TokenChun
 }
 
 template <bool kPerChannel>
-void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int64_t row_end) {
+void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int64_t row_end, float* state_rows) {
   const GatedDeltaParams& p = args.params;
   const int64_t dk = p.head_k_dim;
   const int64_t n_decay = kPerChannel ? dk : 1;
@@ -159,8 +160,8 @@ void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int6
       for (int64_t i = 0; i < dk; ++i) chunk.decayed_k[c][i] = k_t[i] * chunk.decay[c][kPerChannel ? i : 0];
     }
     int64_t j = row_begin;
-    for (; j + 8 <= row_end; j += 8) run_rows<8, kPerChannel>(args, h, hk, chunk, j);
-    for (; j < row_end; ++j) run_rows<1, kPerChannel>(args, h, hk, chunk, j);
+    for (; j + 8 <= row_end; j += 8) run_rows<8, kPerChannel>(args, h, hk, chunk, j, state_rows + (j - row_begin) * dk);
+    for (; j < row_end; ++j) run_rows<1, kPerChannel>(args, h, hk, chunk, j, state_rows + (j - row_begin) * dk);
   }
 }
 
@@ -184,11 +185,21 @@ void apply_gated_delta_record_avx2(float* head_state, const float* k, const floa
   }
 }
 
-void gated_delta_rows_avx2(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end) {
+void gated_delta_rows_avx2(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end,
+                           float* rows) {
   if (args.params.per_channel_decay) {
-    forward_rows<true>(args, head, row_begin, row_end);
+    forward_rows<true>(args, head, row_begin, row_end, rows);
   } else {
-    forward_rows<false>(args, head, row_begin, row_end);
+    forward_rows<false>(args, head, row_begin, row_end, rows);
+  }
+}
+
+void apply_record_rows_avx2(float* rows, int64_t n_rows, const float* k, const float* u, const float* decay,
+                            const GatedDeltaParams& params) {
+  if (params.per_channel_decay) {
+    apply_record<true>(rows, params.head_k_dim, n_rows, k, decay, u);
+  } else {
+    apply_record<false>(rows, params.head_k_dim, n_rows, k, decay, u);
   }
 }
 

@@ -47,14 +47,29 @@ struct GatedDeltaArgs {
   GatedDeltaParams params;
 };
 
-// Rows [row_begin, row_end) of value head `head`, all tokens. A path's forward and its record apply share one
-// state-update routine, so replay is bit-exact within a path; the scalar and AVX2 paths round differently.
-using GatedDeltaRowsFn = void (*)(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end);
-void gated_delta_rows_scalar(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end);
-void gated_delta_rows_avx2(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end);
+// Rows [row_begin, row_end) of value head `head`, all tokens; `rows` holds those rows (row_begin first), in the
+// state or in a working copy. A path's forward and its record apply share one state-update routine, so replay
+// is bit-exact within a path; the scalar and AVX2 paths round differently.
+using GatedDeltaRowsFn = void (*)(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end,
+                                  float* rows);
+void gated_delta_rows_scalar(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end,
+                             float* rows);
+void gated_delta_rows_avx2(const GatedDeltaArgs& args, int64_t head, int64_t row_begin, int64_t row_end,
+                           float* rows);
 
-// gated_delta_rule() with a chosen path; the public function passes the one has_avx2_fma() selects.
+// One record on n_rows consecutive rows of a head: rows[j] = decay ∘ rows[j] + k u[j], the path's update.
+using ApplyRecordRowsFn = void (*)(float* rows, int64_t n_rows, const float* k, const float* u, const float* decay,
+                                   const GatedDeltaParams& params);
+void apply_record_rows_scalar(float* rows, int64_t n_rows, const float* k, const float* u, const float* decay,
+                              const GatedDeltaParams& params);
+void apply_record_rows_avx2(float* rows, int64_t n_rows, const float* k, const float* u, const float* decay,
+                            const GatedDeltaParams& params);
+
+// gated_delta_rule() / gated_delta_rule_io() with a chosen path; the public functions pass the one
+// has_avx2_fma() selects.
 void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, ThreadPool* pool);
+void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn, const GatedDeltaArgs& args,
+                           const GatedDeltaStateIo& io, ThreadPool* pool);
 
 void gated_delta_decay_scalar(const float* g, float* decay, int64_t n);
 void gated_delta_decay_avx2(const float* g, float* decay, int64_t n);

@@ -9,6 +9,7 @@
 #include "kernels/cpu/l2_norm.h"
 #include "kernels/cpu/matmul.h"
 #include "model/blocks/buffers.h"
+#include "model/blocks/recurrent_io.h"
 
 namespace rwd::model::blocks {
 namespace {
@@ -62,10 +63,9 @@ void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const floa
   }
 
   float* conv = ctx.buffer(kBufferConvOut, n_tokens * n_channels);  // [n_tokens, q | k | v channels]
-  for (const SlotSpan& span : ctx.slot_spans()) {
-    kernels::cpu::causal_conv1d(mixed + span.begin * n_channels, span.end - span.begin, n_channels,
-                                lw.ssm_conv1d.f32(), hp.ssm_d_conv, nullptr,
-                                ctx.recurrent().conv_window(rl, span.slot), conv + span.begin * n_channels);
+  for (const RecurrentRun& run : ctx.recurrent_runs()) {
+    run_conv(ctx, rl, run, mixed + run.span.begin * n_channels, n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv,
+             nullptr, conv + run.span.begin * n_channels);
   }
   // SiLU, then split the channels into contiguous q, k and v rows for the delta rule.
   float* q = ctx.buffer(kBufferQ, n_tokens * qk_width);  // [n_tokens, n_head_k, head_dim]
@@ -89,12 +89,10 @@ void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const floa
   params.mapping = hp.ssm_key_head_mapping;
   params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   float* o = ctx.buffer(kBufferRecurrentOut, n_tokens * v_width);  // [n_tokens, n_head_v, head_dim]
-  for (const SlotSpan& span : ctx.slot_spans()) {
-    const int64_t b = span.begin;
-    kernels::cpu::gated_delta_rule(q + b * qk_width, k + b * qk_width, v + b * v_width, g + b * n_head_v,
-                                   beta + b * n_head_v, span.end - span.begin,
-                                   ctx.recurrent().ssm_state(rl, span.slot), o + b * v_width, nullptr, params,
-                                   &ctx.pool());
+  for (const RecurrentRun& run : ctx.recurrent_runs()) {
+    const int64_t b = run.span.begin;
+    run_delta_rule(ctx, rl, run, q + b * qk_width, k + b * qk_width, v + b * v_width, g + b * n_head_v,
+                   beta + b * n_head_v, o + b * v_width, params);
   }
   kernels::cpu::gated_rms_norm(o, z, lw.ssm_norm.f32(), o, n_tokens * n_head_v, head_dim, hp.rms_eps,
                                kernels::cpu::GateActivation::silu);

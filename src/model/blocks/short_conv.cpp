@@ -3,6 +3,7 @@
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/matmul.h"
 #include "model/blocks/buffers.h"
+#include "model/blocks/recurrent_io.h"
 
 namespace rwd::model::blocks {
 
@@ -21,10 +22,9 @@ void short_conv(const Model& model, ForwardContext& ctx, int il, const float* x,
     for (int64_t i = 0; i < n_embd; ++i) bx[t * n_embd + i] = row[i] * row[2 * n_embd + i];
   }
   float* conv = ctx.buffer(kBufferConvOut, n_tokens * n_embd);    // [n_tokens, n_embd]
-  for (const SlotSpan& span : ctx.slot_spans()) {
-    kernels::cpu::causal_conv1d(bx + span.begin * n_embd, span.end - span.begin, n_embd, lw.shortconv_conv.f32(),
-                                hp.n_shortconv_l_cache, nullptr, ctx.recurrent().conv_window(rl, span.slot),
-                                conv + span.begin * n_embd);
+  for (const RecurrentRun& run : ctx.recurrent_runs()) {
+    run_conv(ctx, rl, run, bx + run.span.begin * n_embd, n_embd, lw.shortconv_conv.f32(), hp.n_shortconv_l_cache,
+             nullptr, conv + run.span.begin * n_embd);
   }
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* c = bcx + t * 3 * n_embd + n_embd;

@@ -1,0 +1,115 @@
+#include "model/blocks/recurrent_io.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/conv1d.h"
+
+namespace rwd::model::blocks {
+namespace {
+
+using Mode = state::SpanState::Mode;
+
+// The state a snapshot-mode token starts from: the checkpoint for the transaction's first token, else the
+// previous token's snapshot.
+float* snapshot_source(state::ModelState& state, int slot, int64_t txn_index) {
+  return txn_index == 0 ? state.recurrent().slot_data(slot) : state.snapshot(slot, txn_index - 1);
+}
+
+}  // namespace
+
+void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* x, int64_t n_channels,
+              const float* weight, int64_t d_conv, const float* bias, float* out) {
+  state::ModelState& state = ctx.state();
+  const int slot = run.span.slot;
+  const int64_t n = run.span.end - run.span.begin;
+  const state::SpanState& io = run.state;
+  const int64_t window_floats = (d_conv - 1) * n_channels;
+  float* window = state.recurrent().conv_window(rl, slot);
+  if (io.n_fold > 0) {
+    kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in, io.n_fold, n_channels, d_conv, window);
+  }
+  switch (io.mode) {
+    case Mode::in_place:
+      kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, window, out);
+      return;
+    case Mode::replay: {
+      const state::LayerRecords log = state.records(rl, slot);
+      float* scratch = state.conv_scratch();
+      std::copy_n(window, window_floats, scratch);
+      kernels::cpu::advance_conv_window(log.conv_in + io.log_base * n_channels, io.n_ahead, n_channels, d_conv,
+                                        scratch);
+      kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
+      std::copy_n(x, n * n_channels, log.conv_in + (io.log_base + io.n_ahead) * n_channels);
+      state.count_written(static_cast<size_t>(n * n_channels) * sizeof(float), false);
+      return;
+    }
+    case Mode::snapshot: {
+      const int64_t offset = state.recurrent().conv_offset(rl);
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t i = io.txn_index + t;
+        float* target = state.snapshot(slot, i) + offset;
+        std::copy_n(snapshot_source(state, slot, i) + offset, window_floats, target);
+        kernels::cpu::causal_conv1d(x + t * n_channels, 1, n_channels, weight, d_conv, bias, target,
+                                    out + t * n_channels);
+      }
+      state.count_written(static_cast<size_t>(n * window_floats) * sizeof(float), true);
+      return;
+    }
+  }
+}
+
+void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* q, const float* k,
+                    const float* v, const float* g, const float* beta, float* out,
+                    const kernels::cpu::GatedDeltaParams& params) {
+  state::ModelState& state = ctx.state();
+  const int slot = run.span.slot;
+  const int64_t n = run.span.end - run.span.begin;
+  const state::SpanState& io = run.state;
+  const state::RecurrentSpec& spec = state.recurrent().spec(rl);
+  float* checkpoint = state.recurrent().ssm_state(rl, slot);
+  kernels::cpu::GatedDeltaStateIo kernel_io;
+  if (io.n_fold > 0 || io.mode == Mode::replay) {
+    const state::LayerRecords log = state.records(rl, slot);
+    kernel_io.fold = {log.k, log.u, log.decay, io.n_fold};
+    const int64_t ahead = io.log_base;
+    kernel_io.ahead = {log.k + ahead * spec.record_k_floats(), log.u + ahead * spec.record_u_floats(),
+                       log.decay + ahead * spec.record_decay_floats(), io.n_ahead};
+  }
+  switch (io.mode) {
+    case Mode::in_place:
+      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, nullptr, params,
+                                        &ctx.pool());
+      return;
+    case Mode::replay: {
+      const state::LayerRecords log = state.records(rl, slot);
+      const int64_t at = io.log_base + io.n_ahead;  // this run's first record
+      kernel_io.read_only = true;
+      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out,
+                                        log.u + at * spec.record_u_floats(), params, &ctx.pool());
+      std::copy_n(k, n * spec.record_k_floats(), log.k + at * spec.record_k_floats());
+      kernels::cpu::gated_delta_decay(g, log.decay + at * spec.record_decay_floats(), n * spec.record_decay_floats());
+      size_t written = static_cast<size_t>(n * (spec.record_k_floats() + spec.record_u_floats() +
+                                                spec.record_decay_floats())) * sizeof(float);
+      if (io.n_fold > 0) written += static_cast<size_t>(spec.ssm_floats()) * sizeof(float);
+      state.count_written(written, false);
+      return;
+    }
+    case Mode::snapshot: {
+      const int64_t offset = state.recurrent().ssm_offset(rl);
+      const int64_t n_head_k = params.n_head_k;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t i = io.txn_index + t;
+        float* target = state.snapshot(slot, i) + offset;
+        std::copy_n(snapshot_source(state, slot, i) + offset, spec.ssm_floats(), target);
+        kernels::cpu::gated_delta_rule(q + t * n_head_k * params.head_k_dim, k + t * n_head_k * params.head_k_dim,
+                                       v + t * params.n_head_v * params.head_v_dim, g + t * params.n_head_v,
+                                       beta + t * params.n_head_v, 1, target, out + t * params.n_head_v * params.head_v_dim,
+                                       nullptr, params, &ctx.pool());
+      }
+      state.count_written(static_cast<size_t>(n * spec.ssm_floats()) * sizeof(float), true);
+      return;
+    }
+  }
+}
+
+}  // namespace rwd::model::blocks

@@ -1,0 +1,24 @@
+// How a recurrent block's conv and delta rule meet the slot's state under the rollback policy (DESIGN §5):
+// in place on the checkpoint (plain tokens; pending records of a lazy commit are folded in first), on a copy
+// that leaves per-token records (replay), or writing one full snapshot per token (snapshot). Every recurrent
+// block (Gated DeltaNet, short conv, and later KDA and Mamba2) goes through these, so a new block gets every
+// policy by calling them.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/gated_delta.h"
+#include "model/forward_context.h"
+
+namespace rwd::model::blocks {
+
+// The causal conv of one run: x and out are the run's rows, [run length, n_channels].
+void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* x, int64_t n_channels,
+              const float* weight, int64_t d_conv, const float* bias, float* out);
+
+// The gated delta rule of one run: q, k [n, n_head_k, dk]; v, out [n, n_head_v, dv]; g, beta [n, n_head_v].
+void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* q, const float* k,
+                    const float* v, const float* g, const float* beta, float* out,
+                    const kernels::cpu::GatedDeltaParams& params);
+
+}  // namespace rwd::model::blocks
