@@ -66,6 +66,84 @@ const char* finish_name(FinishReason reason) {
   return "none";
 }
 
+// One prompt's request and what came back for it.
+struct Output {
+  Request request;
+  int64_t id = 0;
+  std::vector<int32_t> ids;
+  std::string text;
+  nlohmann::json top_logprobs = nlohmann::json::array();
+  FinishReason finish_reason = FinishReason::none;
+};
+
+Result<std::vector<std::vector<int32_t>>> build_prompts(const Engine& engine, RunOptions& options) {
+  if (options.prompts_file.empty()) {
+    REWIND_ASSIGN_OR_RETURN(std::vector<int32_t> ids, build_prompt(engine, options));
+    return std::vector<std::vector<int32_t>>{std::move(ids)};
+  }
+  if (!options.prompt.empty() || !options.prompt_ids.empty()) {
+    return Status::error("--prompts-file cannot be combined with -p or --prompt-ids");
+  }
+  std::ifstream file(options.prompts_file);
+  if (!file) return Status::errorf("--prompts-file: cannot open '{}'", options.prompts_file);
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  int line_number = 0;
+  while (std::getline(file, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    options.prompt = line;
+    auto ids = build_prompt(engine, options);
+    if (!ids) return ids.status().with_context(fmt::format("{} line {}", options.prompts_file, line_number));
+    prompts.push_back(std::move(*ids));
+  }
+  options.prompt.clear();
+  if (prompts.empty()) return Status::errorf("--prompts-file: '{}' has no prompts (one per line)", options.prompts_file);
+  return prompts;
+}
+
+nlohmann::json spec_json(const SpecStats& spec, const RunOptions& options) {
+  nlohmann::json out;
+  out["mode"] = options.engine.spec.mode;
+  out["rollback"] = options.engine.spec.rollback;
+  out["rounds"] = spec.rounds;
+  out["drafted"] = spec.drafted;
+  out["accepted"] = spec.accepted;
+  out["acceptance_rate"] = spec.drafted > 0 ? static_cast<double>(spec.accepted) / spec.drafted : 0.0;
+  nlohmann::json by_position = nlohmann::json::array();
+  for (size_t i = 0; i < spec.drafted_by_position.size(); ++i) {
+    const int64_t drafted = spec.drafted_by_position[i];
+    by_position.push_back({{"drafted", drafted},
+                           {"accepted", spec.accepted_by_position[i]},
+                           {"rate", drafted > 0 ? static_cast<double>(spec.accepted_by_position[i]) / drafted : 0.0}});
+  }
+  out["acceptance_by_position"] = by_position;
+  out["rollbacks"] = spec.rollbacks;
+  out["rollback_bytes_written"] = spec.rollback_bytes_written;
+  out["rollback_bytes_copied"] = spec.rollback_bytes_copied;
+  out["policy"] = {{"adaptive", options.engine.spec.adaptive},
+                   {"plain_steps", spec.plain_steps},
+                   {"fallbacks", spec.fallbacks},
+                   {"rounds_by_length", spec.rounds_by_length},
+                   {"final_acceptance_estimate", spec.final_acceptance_estimate}};
+  return out;
+}
+
+nlohmann::json state_json(const StateReport& state) {
+  return {{"rollback", state.rollback},
+          {"slots", state.n_slots},
+          {"draft_max", state.max_draft},
+          {"kv", state.kv},
+          {"conv", state.conv},
+          {"recurrent", state.recurrent},
+          {"records", state.records},
+          {"snapshots", state.snapshots},
+          {"checkpoint_copies", state.checkpoint_copies},
+          {"scratch", state.scratch},
+          {"draft_model", state.draft_model}};
+}
+
 int run(RunOptions& options) {
   if (options.n_predict < 1) return report_error(fmt::format("-n must be at least 1, got {}", options.n_predict));
   if (!options.seed_given) options.sampling.seed = std::random_device{}();
@@ -75,75 +153,114 @@ int run(RunOptions& options) {
     std::fprintf(stderr, "\rloading model: %3.0f%%", fraction * 100.0);
     if (fraction >= 1.0) std::fprintf(stderr, "\n");
   };
+  // Several prompts decode together, one slot each, unless fewer slots are asked for (the rest then queue).
+  // The prompts are counted before the engine opens, so each gets a slot.
+  if (!options.prompts_file.empty() && options.engine.n_slots == 0) {
+    std::ifstream file(options.prompts_file);
+    std::string line;
+    int n = 0;
+    while (std::getline(file, line)) n += line.find_first_not_of(" \t\r") != std::string::npos ? 1 : 0;
+    options.engine.n_slots = std::max(n, 1);
+  }
+  if (options.engine.n_slots == 0) options.engine.n_slots = 1;
   auto opened = Engine::open(options.engine);
   if (!opened) return report_error(opened.status().message());
   Engine& engine = **opened;
-  auto prompt = build_prompt(engine, options);
-  if (!prompt) return report_error(prompt.status().message());
+  auto prompts = build_prompts(engine, options);
+  if (!prompts) return report_error(prompts.status().message());
 
-  Request request;
-  request.prompt_ids = *prompt;
-  request.max_tokens = options.n_predict;
-  request.sampling = options.sampling;
-  request.ignore_eos = options.ignore_eos;
-  request.top_logprobs = options.top_logprobs;
-
-  std::vector<int32_t> ids;
-  std::string text;
-  nlohmann::json top_logprobs = nlohmann::json::array();
-  FinishReason finish_reason = FinishReason::none;
-  const bool stream = !options.json;
-  auto submitted = engine.submit(request, [&](const TokenEvent& event) {
-    if (event.token >= 0) {
-      ids.push_back(event.token);
-      if (options.top_logprobs > 0) {
-        nlohmann::json step = nlohmann::json::array();
-        for (const TokenLogprob& entry : event.top) step.push_back({{"id", entry.id}, {"logprob", entry.logprob}});
-        top_logprobs.push_back(step);
+  // The oracle drafts the target's own output: a first pass decodes it (no drafts), the measured pass follows.
+  const bool oracle = options.engine.spec.mode == "oracle";
+  std::vector<Output> outputs(prompts->size());
+  for (int pass = oracle ? 0 : 1; pass < 2; ++pass) {
+    const bool stream = !options.json && prompts->size() == 1 && pass == 1;
+    std::vector<Output> previous = std::move(outputs);
+    outputs.assign(prompts->size(), Output{});
+    for (size_t i = 0; i < prompts->size(); ++i) {
+      Output& output = outputs[i];
+      output.request.prompt_ids = (*prompts)[i];
+      output.request.max_tokens = options.n_predict;
+      output.request.sampling = options.sampling;
+      output.request.ignore_eos = options.ignore_eos;
+      output.request.top_logprobs = options.top_logprobs;
+      if (pass == 1 && oracle) output.request.oracle_ids = previous[i].ids;
+      auto submitted = engine.submit(output.request, [&output, &options, stream](const TokenEvent& event) {
+        if (event.token >= 0) {
+          output.ids.push_back(event.token);
+          if (options.top_logprobs > 0) {
+            nlohmann::json step = nlohmann::json::array();
+            for (const TokenLogprob& entry : event.top) step.push_back({{"id", entry.id}, {"logprob", entry.logprob}});
+            output.top_logprobs.push_back(step);
+          }
+        }
+        output.text += event.text;
+        if (stream && !event.text.empty()) {
+          std::fwrite(event.text.data(), 1, event.text.size(), stdout);
+          std::fflush(stdout);
+        }
+        if (event.done) output.finish_reason = event.finish_reason;
+      });
+      if (!submitted) {
+        return report_error(prompts->size() == 1 ? submitted.status().message()
+                                                 : fmt::format("prompt {}: {}", i + 1, submitted.status().message()));
       }
+      output.id = *submitted;
     }
-    text += event.text;
-    if (stream && !event.text.empty()) {
-      std::fwrite(event.text.data(), 1, event.text.size(), stdout);
-      std::fflush(stdout);
+    while (!engine.idle()) {
+      Status status = engine.step();
+      if (!status) return report_error(status.message());
     }
-    if (event.done) finish_reason = event.finish_reason;
-  });
-  if (!submitted) return report_error(submitted.status().message());
-  while (!engine.idle()) {
-    Status status = engine.step();
-    if (!status) return report_error(status.message());
   }
-  const RequestTimings timings = engine.timings(*submitted);
-  const double prompt_tps = timings.prompt_seconds > 0 ? timings.n_prompt_tokens / timings.prompt_seconds : 0.0;
-  const double gen_tps = timings.generation_seconds > 0 && timings.n_generated_tokens > 1
-                             ? (timings.n_generated_tokens - 1) / timings.generation_seconds
-                             : 0.0;
-  if (options.json) {
-    nlohmann::json out;
-    out["model"] = {{"architecture", engine.info().architecture}, {"name", engine.info().name}};
-    out["prompt_ids"] = request.prompt_ids;
-    out["ids"] = ids;
-    out["text"] = text;
-    out["finish_reason"] = finish_name(finish_reason);
-    out["seed"] = options.sampling.seed;
-    out["timings"] = {{"prompt_tokens", timings.n_prompt_tokens},
-                      {"prompt_seconds", timings.prompt_seconds},
-                      {"prompt_tokens_per_second", prompt_tps},
-                      {"generated_tokens", timings.n_generated_tokens},
-                      {"generation_seconds", timings.generation_seconds},
-                      {"generation_tokens_per_second", gen_tps}};
-    out["state"] = {{"kv", engine.info().kv_bytes_per_slot},
-                    {"conv", engine.info().conv_bytes_per_slot},
-                    {"recurrent", engine.info().recurrent_bytes_per_slot}};
-    if (options.top_logprobs > 0) out["top_logprobs"] = top_logprobs;
-    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    std::printf("\n");
+  const bool stream = !options.json && prompts->size() == 1;
+  const StateReport state = engine.state_report();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Output& output = outputs[i];
+    const RequestTimings timings = engine.timings(output.id);
+    const double prompt_tps = timings.prompt_seconds > 0 ? timings.n_prompt_tokens / timings.prompt_seconds : 0.0;
+    const double gen_tps = timings.generation_seconds > 0 && timings.n_generated_tokens > 1
+                               ? (timings.n_generated_tokens - 1) / timings.generation_seconds
+                               : 0.0;
+    if (options.json) {
+      nlohmann::json out;
+      out["model"] = {{"architecture", engine.info().architecture}, {"name", engine.info().name}};
+      if (outputs.size() > 1) out["prompt_index"] = i;
+      out["prompt_ids"] = output.request.prompt_ids;
+      out["ids"] = output.ids;
+      out["text"] = output.text;
+      out["finish_reason"] = finish_name(output.finish_reason);
+      out["seed"] = options.sampling.seed;
+      out["timings"] = {{"prompt_tokens", timings.n_prompt_tokens},
+                        {"prompt_seconds", timings.prompt_seconds},
+                        {"prompt_tokens_per_second", prompt_tps},
+                        {"generated_tokens", timings.n_generated_tokens},
+                        {"generation_seconds", timings.generation_seconds},
+                        {"generation_tokens_per_second", gen_tps},
+                        {"seconds_per_output_token",
+                         timings.n_generated_tokens > 1 ? timings.generation_seconds / (timings.n_generated_tokens - 1)
+                                                        : 0.0}};
+      if (options.engine.spec.mode != "none") out["spec"] = spec_json(timings.spec, options);
+      out["state"] = state_json(state);
+      if (options.top_logprobs > 0) out["top_logprobs"] = output.top_logprobs;
+      std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      continue;
+    }
+    if (stream) {
+      std::printf("\n");
+    } else {
+      std::printf("--- prompt %zu ---\n%s\n", i + 1, output.text.c_str());
+    }
     std::fflush(stdout);  // the text ends before the timing line when both go to one terminal or pipe
-    std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s | %s\n",
+    std::string spec_line;
+    if (options.engine.spec.mode != "none") {
+      const SpecStats& spec = timings.spec;
+      spec_line = fmt::format(" | spec {}: {} of {} drafted accepted ({:.0f}%)", options.engine.spec.mode,
+                              spec.accepted, spec.drafted,
+                              spec.drafted > 0 ? 100.0 * static_cast<double>(spec.accepted) / spec.drafted : 0.0);
+    }
+    std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s | %s%s\n",
                  static_cast<long long>(timings.n_prompt_tokens), prompt_tps,
-                 static_cast<long long>(timings.n_generated_tokens), gen_tps, finish_name(finish_reason));
+                 static_cast<long long>(timings.n_generated_tokens), gen_tps, finish_name(output.finish_reason),
+                 spec_line.c_str());
   }
   return 0;
 }
@@ -177,6 +294,24 @@ void register_run(CLI::App& app, RunOptions& options, int& exit_code) {
   cmd->add_flag("--json", options.json, "print one JSON object with ids, text and timings");
   cmd->add_option("--top-logprobs", options.top_logprobs, "report the K most likely tokens per step")
       ->check(CLI::Range(0, 100));
+  cmd->add_option("--prompts-file", options.prompts_file,
+                  "several prompts, one per line, each in its own slot and decoded together");
+  options.engine.n_slots = 0;  // 0 until given: one per prompt
+  cmd->add_option("-s,--slots", options.engine.n_slots, "slots decoded together (default: one per prompt)");
+  SpecOptions& spec = options.engine.spec;
+  cmd->add_option("--spec", spec.mode, "speculative decoding: none, ngram, draft, mtp, oracle")->capture_default_str();
+  cmd->add_option("--draft-model", spec.draft_model, "draft model for --spec draft (same vocabulary)");
+  cmd->add_option("--draft-max", spec.draft_max, "most tokens drafted per round")->capture_default_str();
+  cmd->add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
+  cmd->add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
+      ->capture_default_str();
+  cmd->add_option("--ngram-min", spec.ngram_min, "shortest n-gram the ngram proposer matches")->capture_default_str();
+  cmd->add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();
+  cmd->add_option("--oracle-error-rate", spec.oracle_error_rate,
+                  "--spec oracle: probability that a drafted token is wrong (the oracle drafts the greedy output)")
+      ->capture_default_str();
+  cmd->add_flag("!--fixed-draft", spec.adaptive,
+                "always draft --draft-max tokens (no adaptive draft length, no back-off)");
   cmd->callback([&options, &exit_code, seed] {
     options.seed_given = seed->count() > 0;
     exit_code = run(options);

@@ -23,6 +23,7 @@ struct RunOptions {
   bool chat = false;
   bool json = false;
   int top_logprobs = 0;
+  std::string prompts_file;
 };
 void register_run(CLI::App& app, RunOptions& options, int& exit_code);
 
@@ -33,9 +34,11 @@ struct InspectOptions {
 void register_inspect(CLI::App& app, InspectOptions& options, int& exit_code);
 
 struct MkModelOptions {
-  std::string arch;
+  std::string arch;      // a generated model's architecture; empty with twin_of
   std::string preset = "tiny";
   std::string dtype = "f32";
+  std::string twin_of;   // non-empty: copy this model with noise instead of generating one
+  float noise = 0.1f;
   uint64_t seed = 1;
   std::string output;
 };

@@ -12,6 +12,21 @@
 
 namespace rwd {
 
+// Speculative decoding (DESIGN §5, §6). The output is the same as without it: greedy output token for token,
+// sampled output in distribution.
+struct SpecOptions {
+  std::string mode = "none";       // none | ngram | draft | mtp | oracle (measurements: see Request)
+  std::string draft_model;         // draft: a GGUF with the target's vocabulary
+  int draft_max = 8;               // most tokens drafted per round
+  int draft_min = 1;               // fewest, when the policy drafts at all
+  std::string rollback = "replay";  // replay | snapshot | checkpoint | none
+  int ngram_min = 1;               // ngram: lookup sizes, longest first
+  int ngram_max = 3;
+  bool adaptive = true;            // adapt the draft length per slot and back off when speculation loses
+  double oracle_error_rate = 0.0;  // oracle: probability that a drafted token is replaced by a wrong one
+  uint64_t oracle_seed = 1;
+};
+
 struct EngineOptions {
   std::string model_path;
   int n_threads = 0;        // 0: one per core
@@ -20,6 +35,7 @@ struct EngineOptions {
   int n_batch = 512;        // most tokens in one forward (prompt chunking)
   std::string chat_template;  // "chatml", "gemma" or "llama3"; empty: the family of the GGUF's template
   std::function<void(double fraction)> on_load_progress;  // may be empty
+  SpecOptions spec;
 };
 
 struct SamplingParams {
@@ -43,6 +59,7 @@ struct Request {
   SamplingParams sampling;
   bool ignore_eos = false;
   int top_logprobs = 0;             // > 0: report the K most likely tokens at every step
+  std::vector<int32_t> oracle_ids;  // --spec oracle: the continuation the oracle drafts from (none: no drafts)
 };
 
 struct TokenLogprob {
@@ -62,11 +79,43 @@ struct TokenEvent {
   FinishReason finish_reason = FinishReason::none;
 };
 
+// What speculation did for one request.
+struct SpecStats {
+  int64_t rounds = 0;                       // verify forwards with at least one drafted token
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  std::vector<int64_t> drafted_by_position;   // [i]: rounds that drafted an (i+1)-th token
+  std::vector<int64_t> accepted_by_position;  // [i]: rounds whose (i+1)-th draft token was accepted
+  int64_t rollbacks = 0;                    // rounds that rejected part of the draft
+  size_t rollback_bytes_written = 0;        // target state bytes written by the rollback policy
+  size_t rollback_bytes_copied = 0;         // of which full-state copies
+  int64_t plain_steps = 0;                  // steps the draft-length policy decoded without drafting
+  int64_t fallbacks = 0;                    // times the policy switched speculation off
+  std::vector<int64_t> rounds_by_length;    // [k]: rounds the policy drafted k tokens
+  double final_acceptance_estimate = 0.0;   // the policy's per-token acceptance estimate at the end
+};
+
 struct RequestTimings {
   int64_t n_prompt_tokens = 0;
   int64_t n_generated_tokens = 0;
   double prompt_seconds = 0.0;
   double generation_seconds = 0.0;
+  SpecStats spec;
+};
+
+// State memory of the engine's slots by kind, at its context, slot count and draft depth.
+struct StateReport {
+  std::string rollback;
+  int n_slots = 0;
+  int max_draft = 0;
+  size_t kv = 0;
+  size_t conv = 0;
+  size_t recurrent = 0;
+  size_t records = 0;
+  size_t snapshots = 0;
+  size_t checkpoint_copies = 0;
+  size_t scratch = 0;
+  size_t draft_model = 0;  // the draft model's own state, all kinds
 };
 
 struct ModelInfo {
@@ -105,6 +154,7 @@ class Engine {
   virtual bool idle() const = 0;
   virtual void cancel(int64_t request_id) = 0;
   virtual RequestTimings timings(int64_t request_id) const = 0;
+  virtual StateReport state_report() const = 0;
 };
 
 }  // namespace rwd

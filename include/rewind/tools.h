@@ -40,6 +40,20 @@ struct SyntheticModelOptions {
 Status make_synthetic_model(const SyntheticModelOptions& options);
 std::vector<std::string> synthetic_arch_names();
 
+struct TwinModelOptions {
+  std::string source_path;
+  float noise = 0.1f;  // standard deviation of the added noise, relative to each row's RMS; [0, 10]
+  uint64_t seed = 1;
+  std::string output_path;
+};
+
+// Writes a copy of a GGUF model whose matrices (2+ dims) carry seeded Gaussian noise, w + noise * rms(row) * N(0,1),
+// and whose metadata, tokenizer, tensor names, types, shapes and 1-D tensors are unchanged. A draft model made
+// this way shares the target's vocabulary and agrees with it only part of the time, which is what the
+// speculative-decoding tests need and what a real small model of the same family cannot be tuned to do.
+// Quantized matrices are dequantized, perturbed and requantized to their own type; noise 0 copies the bytes.
+Status make_twin_model(const TwinModelOptions& options);
+
 // Streams a buffer much larger than the caches with n_threads readers and returns GB/s (1e9 bytes/s):
 // the ceiling a memory-bound decode step can reach on this machine.
 double measure_read_bandwidth_gbps(int n_threads);

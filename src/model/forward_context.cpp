@@ -77,10 +77,10 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
           return Status::errorf("slot {}: the transaction continues at position {}, the batch brings position {}",
                                 slot, expected, got);
         }
-        if (n_in_txn < end - i && n_txn_before > 0) {
-          return Status::errorf("slot {}: plain tokens after its transaction started", slot);
-        }
         REWIND_RETURN_IF_ERROR(state.check_txn_room(slot, n_in_txn));
+      }
+      if (n_in_txn < end - i && n_txn_before > 0) {
+        return Status::errorf("slot {}: plain tokens after its transaction started", slot);
       }
     }
     i = end;

@@ -6,6 +6,10 @@
 #include "kernels/cpu/vec_dot.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
+#include "spec/draft_model.h"
+#include "spec/mtp.h"
+#include "spec/ngram.h"
+#include "spec/oracle.h"
 #include "tokenizer/chat_template.h"
 
 namespace rwd {
@@ -40,6 +44,39 @@ sampling::SamplingParams to_sampling_params(const SamplingParams& params) {
 // Bounded so a long-running server does not grow without limit; the CLI reads its timings right away.
 constexpr size_t kMaxFinishedTimings = 4096;
 
+Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
+  if (spec.mode != "none" && spec.mode != "ngram" && spec.mode != "draft" && spec.mode != "mtp" &&
+      spec.mode != "oracle") {
+    return Status::errorf("unknown speculation mode '{}' (expected none, ngram, draft, mtp or oracle)", spec.mode);
+  }
+  if (!(spec.oracle_error_rate >= 0.0 && spec.oracle_error_rate <= 1.0)) {
+    return Status::errorf("oracle error rate must be in [0, 1], got {}", spec.oracle_error_rate);
+  }
+  REWIND_RETURN_IF_ERROR(state::parse_rollback_policy(spec.rollback).status());
+  if (spec.mode == "none") return Status::ok();
+  if (spec.draft_max < 1 || spec.draft_max > 32) {
+    return Status::errorf("draft-max must be in [1, 32], got {}", spec.draft_max);
+  }
+  if (spec.draft_min < 1 || spec.draft_min > spec.draft_max) {
+    return Status::errorf("draft-min must be in [1, draft-max = {}], got {}", spec.draft_max, spec.draft_min);
+  }
+  if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min || spec.ngram_max > 16) {
+    return Status::errorf("n-gram sizes must satisfy 1 <= min <= max <= 16, got min {} max {}", spec.ngram_min,
+                          spec.ngram_max);
+  }
+  if (spec.mode == "draft" && spec.draft_model.empty()) {
+    return Status::error("--spec draft needs a draft model (--draft-model FILE)");
+  }
+  if (spec.mode != "draft" && !spec.draft_model.empty()) {
+    return Status::errorf("a draft model was given but the speculation mode is '{}' (use --spec draft)", spec.mode);
+  }
+  if (options.n_batch < options.n_slots * (spec.draft_max + 1)) {
+    return Status::errorf("batch size {} cannot hold a verify batch of {} tokens for each of {} slots", options.n_batch,
+                          spec.draft_max + 1, options.n_slots);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options) {
@@ -55,6 +92,7 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   if (options.n_threads < 0 || options.n_threads > 1024) {
     return Status::errorf("threads must be in [0, 1024], got {}", options.n_threads);
   }
+  REWIND_RETURN_IF_ERROR(validate_spec(options.spec, options));
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->options_ = options;
   if (options.on_load_progress) options.on_load_progress(0.0);
@@ -67,9 +105,36 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
                           engine->tokenizer_->n_vocab(), engine->model_->hparams().n_vocab);
   }
   engine->pool_ = std::make_unique<ThreadPool>(options.n_threads);
+  const SpecOptions& spec = options.spec;
+  const bool speculating = spec.mode != "none";
+  const state::RollbackPolicy policy = state::parse_rollback_policy(spec.rollback).value();
+  if (speculating && policy == state::RollbackPolicy::none && !engine->model_->recurrent_specs().empty()) {
+    return Status::errorf(
+        "{}: the {} model has recurrent layers, which rollback policy 'none' cannot roll back; use replay, "
+        "snapshot or checkpoint, or --spec none",
+        options.model_path, engine->model_->hparams().arch);
+  }
+  const state::StateOptions state_options{options.n_slots, options.n_ctx, policy,
+                                          speculating ? spec.draft_max + 1 : 0};
   engine->state_ = std::make_unique<state::ModelState>(engine->model_->kv_specs(), engine->model_->recurrent_specs(),
-                                                       options.n_slots, options.n_ctx);
+                                                       state_options);
   engine->forward_ = std::make_unique<model::ForwardContext>(*engine->model_, *engine->pool_, options.n_batch);
+  if (spec.mode == "ngram") {
+    engine->proposer_ = std::make_unique<spec::NgramProposer>(spec.ngram_min, spec.ngram_max);
+  } else if (spec.mode == "draft") {
+    spec::DraftModelOptions draft{spec.draft_model, options.n_slots, options.n_ctx, options.n_batch, spec.draft_max,
+                                  policy};
+    REWIND_ASSIGN_OR_RETURN(auto proposer, spec::DraftModelProposer::create(draft, engine->model_->hparams().n_vocab,
+                                                                            *engine->pool_));
+    engine->proposer_ = std::move(proposer);
+  } else if (spec.mode == "oracle") {
+    engine->proposer_ = std::make_unique<spec::OracleProposer>(spec.oracle_error_rate, spec.oracle_seed,
+                                                               engine->model_->hparams().n_vocab);
+  } else if (spec.mode == "mtp") {
+    REWIND_ASSIGN_OR_RETURN(auto proposer, spec::MtpProposer::create(*engine->model_, *engine->forward_,
+                                                                     *engine->state_, options.n_batch));
+    engine->proposer_ = std::move(proposer);
+  }
   engine->slots_.resize(static_cast<size_t>(options.n_slots));
   for (int i = 0; i < options.n_slots; ++i) engine->slots_[i].index = i;
   if (options.on_load_progress) options.on_load_progress(1.0);
@@ -149,6 +214,12 @@ Result<int64_t> EngineImpl::submit(Request request, std::function<void(const Tok
   if (request.top_logprobs < 0 || request.top_logprobs > 100) {
     return Status::errorf("top_logprobs must be in [0, 100], got {}", request.top_logprobs);
   }
+  for (size_t i = 0; i < request.oracle_ids.size(); ++i) {
+    if (request.oracle_ids[i] < 0 || request.oracle_ids[i] >= info_.n_vocab) {
+      return Status::errorf("oracle token {} at index {} is outside the vocabulary [0, {})", request.oracle_ids[i], i,
+                            info_.n_vocab);
+    }
+  }
   REWIND_RETURN_IF_ERROR(sampling::validate(to_sampling_params(request.sampling)));
   const int64_t id = next_request_id_++;
   pending_.push_back({id, std::move(request), std::move(on_token)});
@@ -210,6 +281,11 @@ void EngineImpl::assign_pending() {
     slot.timings = RequestTimings{};
     slot.timings.n_prompt_tokens = slot.n_prompt;
     slot.start_time = Clock::now();
+    slot.counters_at_start = state_->counters(slot.index);
+    if (proposer_) {
+      proposer_->reset_slot(slot.index);
+      slot.policy.emplace(options_.spec.draft_min, options_.spec.draft_max, options_.spec.adaptive);
+    }
   }
 }
 
@@ -221,6 +297,7 @@ void EngineImpl::finish(Slot& slot, FinishReason reason) {
   event.finish_reason = reason;
   const auto now = Clock::now();
   if (slot.n_generated > 0) slot.timings.generation_seconds = seconds_between(slot.first_token_time, now);
+  fill_spec_stats(slot);
   if (finished_timings_.size() >= kMaxFinishedTimings) finished_timings_.erase(finished_timings_.begin());
   finished_timings_[slot.request_id] = slot.timings;
   auto callback = std::move(slot.on_token);
@@ -232,15 +309,22 @@ void EngineImpl::finish(Slot& slot, FinishReason reason) {
 }
 
 void EngineImpl::handle_logits(Slot& slot, const float* logits) {
-  const std::span<const float> row(logits, static_cast<size_t>(info_.n_vocab));
+  const int32_t token = slot.sampler->sample(std::span<const float>(logits, static_cast<size_t>(info_.n_vocab)));
+  slot.sampler->accept(token);
+  emit(slot, token, logits);
+}
+
+// Delivers one sampled token (already passed to the sampler's history): finishes on end-of-generation, the
+// token limit or a full context.
+void EngineImpl::emit(Slot& slot, int32_t token, const float* logits_row) {
   TokenEvent event;
   event.request_id = slot.request_id;
   if (slot.request.top_logprobs > 0) {
+    const std::span<const float> row(logits_row, static_cast<size_t>(info_.n_vocab));
     for (const sampling::TokenLogprob& entry : sampling::top_k_logprobs(row, slot.request.top_logprobs)) {
       event.top.push_back({entry.id, entry.logprob});
     }
   }
-  const int32_t token = slot.sampler->sample(row);
   if (slot.n_generated == 0) {
     slot.first_token_time = Clock::now();
     slot.timings.prompt_seconds = seconds_between(slot.start_time, slot.first_token_time);
@@ -249,7 +333,6 @@ void EngineImpl::handle_logits(Slot& slot, const float* logits) {
     finish(slot, FinishReason::eos);
     return;
   }
-  slot.sampler->accept(token);
   slot.tokens.push_back(token);
   ++slot.n_generated;
   slot.timings.n_generated_tokens = slot.n_generated;
@@ -261,37 +344,190 @@ void EngineImpl::handle_logits(Slot& slot, const float* logits) {
   if (at_limit || context_full) finish(slot, FinishReason::length);
 }
 
+void EngineImpl::fill_spec_stats(Slot& slot) {
+  if (!slot.policy) return;
+  SpecStats& stats = slot.timings.spec;
+  const spec::PolicyDecisions& decisions = slot.policy->decisions();
+  stats.plain_steps = decisions.plain_steps;
+  stats.fallbacks = decisions.fallbacks;
+  stats.rounds_by_length = decisions.rounds_by_length;
+  stats.final_acceptance_estimate = slot.policy->acceptance();
+  const state::RollbackCounters& now = state_->counters(slot.index);
+  stats.rollback_bytes_written = now.bytes_written - slot.counters_at_start.bytes_written;
+  stats.rollback_bytes_copied = now.bytes_copied - slot.counters_at_start.bytes_copied;
+}
+
+StateReport EngineImpl::state_report() const {
+  const state::StateBytes bytes = state_->bytes(pool_->n_threads());
+  StateReport report;
+  report.rollback = std::string(state::rollback_policy_name(state_->policy()));
+  report.n_slots = options_.n_slots;
+  report.max_draft = proposer_ ? options_.spec.draft_max : 0;
+  report.kv = bytes.kv;
+  report.conv = bytes.conv;
+  report.recurrent = bytes.recurrent;
+  report.records = bytes.records;
+  report.snapshots = bytes.snapshots;
+  report.checkpoint_copies = bytes.checkpoint_copies;
+  report.scratch = bytes.scratch;
+  report.draft_model = proposer_ ? proposer_->state_bytes() : 0;
+  return report;
+}
+
+// Decoding slots go first (one token each, or a verify run), ahead of prompt chunks: they bound latency.
+Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
+  std::vector<int> decoding;
+  for (Slot& slot : slots_) {
+    if (slot.busy && slot.n_computed >= slot.n_prompt && static_cast<int64_t>(slot.tokens.size()) > slot.n_computed) {
+      decoding.push_back(slot.index);
+    }
+  }
+  // Draft lengths first, so that one proposer call serves every speculating slot.
+  std::vector<spec::ProposeRequest> requests;
+  std::vector<int> request_slots;
+  const double step_seconds = cost_.seconds(1);
+  const double proposer_cost = step_seconds > 0.0 ? proposer_seconds_per_token_ / step_seconds : 0.0;
+  for (int index : decoding) {
+    Slot& slot = slots_[index];
+    if (!slot.policy) continue;
+    const int64_t newest = static_cast<int64_t>(slot.tokens.size()) - 1;
+    const int64_t n_rerun = newest - slot.n_computed;
+    int64_t room = std::min<int64_t>(options_.n_ctx - 1 - newest, slot.request.max_tokens - slot.n_generated - 1);
+    room = std::min<int64_t>(room, budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
+    int k = slot.policy->next_length(cost_, proposer_cost);
+    k = static_cast<int>(std::min<int64_t>(k, room));
+    if (k < 1) continue;
+    requests.push_back({index, std::span<const int32_t>(slot.tokens), k, &slot.sampler->params(), slot.n_prompt,
+                        std::span<const int32_t>(slot.request.oracle_ids)});
+    request_slots.push_back(index);
+  }
+  std::vector<std::vector<spec::DraftToken>> drafts(requests.size());
+  if (!requests.empty()) {
+    const auto start = Clock::now();
+    REWIND_RETURN_IF_ERROR(proposer_->propose(requests, drafts));
+    int64_t n_drafted = 0;
+    for (const auto& draft : drafts) n_drafted += static_cast<int64_t>(draft.size());
+    if (n_drafted > 0) {
+      const double per_token = seconds_between(start, Clock::now()) / static_cast<double>(n_drafted);
+      proposer_seconds_per_token_ =
+          proposer_seconds_per_token_ == 0.0 ? per_token : 0.9 * proposer_seconds_per_token_ + 0.1 * per_token;
+    }
+  }
+  for (int index : decoding) {
+    Slot& slot = slots_[index];
+    SlotRun run;
+    run.slot = index;
+    run.first_position = slot.n_computed;
+    const int64_t newest = static_cast<int64_t>(slot.tokens.size()) - 1;
+    for (size_t r = 0; r < request_slots.size(); ++r) {
+      if (request_slots[r] == index) run.draft = std::move(drafts[r]);
+    }
+    if (!run.draft.empty()) {
+      REWIND_ASSIGN_OR_RETURN(state::Transaction txn, state_->begin(index, static_cast<int32_t>(newest)));
+      run.txn.emplace(std::move(txn));
+    }
+    // Re-run tokens (checkpoint policy) are plain; the newest token and the draft ask for logits.
+    for (int64_t pos = slot.n_computed; pos < newest; ++pos) batch_.add(slot.tokens[pos], static_cast<int32_t>(pos), index, false);
+    run.logit_row = batch_.n_logit_rows();
+    batch_.add(slot.tokens[newest], static_cast<int32_t>(newest), index, true);
+    for (size_t i = 0; i < run.draft.size(); ++i) {
+      batch_.add(run.draft[i].id, static_cast<int32_t>(newest + 1 + static_cast<int64_t>(i)), index, true);
+    }
+    run.n_tokens = newest + 1 + static_cast<int64_t>(run.draft.size()) - slot.n_computed;
+    budget -= run.n_tokens;
+    slot.n_computed = newest + 1;
+    runs.push_back(std::move(run));
+  }
+  return Status::ok();
+}
+
+// Verifies a speculating run's draft against the target's logits, emits the tokens, commits the transaction.
+Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
+  const int64_t txn_first = run.txn->first_position();
+  const float* rows = logits_.data() + run.logit_row * info_.n_vocab;
+  const int64_t remaining = slot.request.max_tokens - slot.n_generated;
+  int64_t n_emitted = 0;
+  const auto stop = [&](int32_t token) {
+    ++n_emitted;
+    return (!slot.request.ignore_eos && tokenizer_->is_eog(token)) || n_emitted >= remaining;
+  };
+  REWIND_ASSIGN_OR_RETURN(spec::VerifyOutcome outcome,
+                          spec::verify(*slot.sampler, run.draft, rows, info_.n_vocab, stop));
+  const int n_drafted = static_cast<int>(run.draft.size());
+  SpecStats& stats = slot.timings.spec;
+  ++stats.rounds;
+  stats.drafted += n_drafted;
+  stats.accepted += outcome.n_accepted;
+  if (stats.drafted_by_position.size() < static_cast<size_t>(n_drafted)) {
+    stats.drafted_by_position.resize(n_drafted, 0);
+    stats.accepted_by_position.resize(n_drafted, 0);
+  }
+  for (int i = 0; i < n_drafted; ++i) ++stats.drafted_by_position[i];
+  for (int i = 0; i < outcome.n_accepted; ++i) ++stats.accepted_by_position[i];
+  if (outcome.n_accepted < n_drafted) ++stats.rollbacks;
+  slot.policy->record(n_drafted, outcome.n_accepted);
+
+  const int64_t n_keep = 1 + outcome.n_accepted;
+  REWIND_ASSIGN_OR_RETURN(state::CommitResult committed, run.txn->commit(n_keep));
+  run.txn.reset();
+  const int64_t n_plain = txn_first - run.first_position;
+  REWIND_RETURN_IF_ERROR(
+      proposer_->on_target_forward(slot.index, run.first_position, run.n_tokens, n_plain + n_keep,
+                                   forward_->hidden_rows() + run_first_row_ * info_.n_embd));
+  slot.n_computed = committed.n_rerun > 0 ? txn_first : txn_first + n_keep;
+  for (size_t i = 0; i < outcome.emitted.size() && slot.busy; ++i) {
+    emit(slot, outcome.emitted[i], rows + static_cast<int64_t>(i) * info_.n_vocab);
+  }
+  return Status::ok();
+}
+
 Status EngineImpl::step() {
   for (Slot& slot : slots_) {
     if (slot.busy && slot.cancelled) finish(slot, FinishReason::cancelled);
   }
   assign_pending();
   batch_.clear();
-  std::vector<int> logit_slots;
-  // Decode tokens first (one per slot, they bound latency), then prompt chunks with what is left.
+  std::vector<SlotRun> runs;
   int64_t budget = options_.n_batch;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (Slot& slot : slots_) {
-      if (!slot.busy || budget == 0) continue;
-      const int64_t n_wanted = static_cast<int64_t>(slot.tokens.size()) - slot.n_computed;
-      const bool decoding = slot.n_computed >= slot.n_prompt;
-      if (n_wanted <= 0 || decoding != (pass == 0)) continue;
-      const int64_t n_take = std::min(n_wanted, budget);
-      for (int64_t i = 0; i < n_take; ++i) {
-        const int64_t pos = slot.n_computed + i;
-        const bool last = i == n_wanted - 1;
-        batch_.add(slot.tokens[pos], static_cast<int32_t>(pos), slot.index, last);
-      }
-      if (n_take == n_wanted) logit_slots.push_back(slot.index);
-      slot.n_computed += n_take;
-      budget -= n_take;
+  REWIND_RETURN_IF_ERROR(schedule_decode(runs, budget));
+  // Prompt chunks with what is left of the budget.
+  for (Slot& slot : slots_) {
+    if (!slot.busy || budget == 0 || slot.n_computed >= slot.n_prompt) continue;
+    const int64_t n_wanted = slot.n_prompt - slot.n_computed;
+    const int64_t n_take = std::min(n_wanted, budget);
+    SlotRun run;
+    run.slot = slot.index;
+    run.first_position = slot.n_computed;
+    run.n_tokens = n_take;
+    for (int64_t i = 0; i < n_take; ++i) {
+      const int64_t pos = slot.n_computed + i;
+      const bool last = i == n_wanted - 1;
+      if (last) run.logit_row = batch_.n_logit_rows();
+      batch_.add(slot.tokens[pos], static_cast<int32_t>(pos), slot.index, last);
     }
+    slot.n_computed += n_take;
+    budget -= n_take;
+    runs.push_back(std::move(run));
   }
   if (batch_.size() == 0) return Status::ok();
+  const auto start = Clock::now();
   REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
-  // Logit rows come in batch order, which is the order slots were added above.
-  for (size_t r = 0; r < logit_slots.size(); ++r) {
-    handle_logits(slots_[logit_slots[r]], logits_.data() + r * info_.n_vocab);
+  cost_.observe(batch_.size(), seconds_between(start, Clock::now()));
+  // Runs are in batch order; their rows follow each other.
+  int64_t row = 0;
+  for (SlotRun& run : runs) {
+    run_first_row_ = row;
+    row += run.n_tokens;
+    Slot& slot = slots_[run.slot];
+    if (run.txn) {
+      REWIND_RETURN_IF_ERROR(finish_spec_run(slot, run));
+      continue;
+    }
+    if (proposer_) {
+      REWIND_RETURN_IF_ERROR(proposer_->on_target_forward(run.slot, run.first_position, run.n_tokens, run.n_tokens,
+                                                          forward_->hidden_rows() + run_first_row_ * info_.n_embd));
+    }
+    if (run.logit_row >= 0) handle_logits(slot, logits_.data() + run.logit_row * info_.n_vocab);
   }
   return Status::ok();
 }

@@ -13,6 +13,9 @@
 #include "model/model.h"
 #include "rewind/engine.h"
 #include "runtime/slot.h"
+#include "spec/policy.h"
+#include "spec/proposer.h"
+#include "spec/verify.h"
 #include "state/model_state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +36,7 @@ class EngineImpl final : public Engine {
   bool idle() const override;
   void cancel(int64_t request_id) override;
   RequestTimings timings(int64_t request_id) const override;
+  StateReport state_report() const override;
 
  private:
   struct Pending {
@@ -45,6 +49,20 @@ class EngineImpl final : public Engine {
   void assign_pending();
   void finish(Slot& slot, FinishReason reason);
   void handle_logits(Slot& slot, const float* logits);
+  // One run of a slot in this step's batch: plain tokens (a prompt chunk, a decode token, or a re-run after
+  // a checkpoint restore) and, when it speculates, the transaction's tokens: the newest token and its draft.
+  struct SlotRun {
+    int slot = 0;
+    int64_t first_position = 0;
+    int64_t n_tokens = 0;
+    int64_t logit_row = -1;  // first logit row of the run, -1 when it asks for none
+    std::vector<spec::DraftToken> draft;
+    std::optional<state::Transaction> txn;
+  };
+  Status schedule_decode(std::vector<SlotRun>& runs, int64_t& budget);
+  Status finish_spec_run(Slot& slot, SlotRun& run);
+  void emit(Slot& slot, int32_t token, const float* logits_row);
+  void fill_spec_stats(Slot& slot);
 
   EngineOptions options_;
   ModelInfo info_;
@@ -60,6 +78,10 @@ class EngineImpl final : public Engine {
   model::Batch batch_;
   std::vector<float> logits_;
   std::vector<float> logprob_scratch_;
+  std::unique_ptr<spec::Proposer> proposer_;
+  spec::CostModel cost_;
+  double proposer_seconds_per_token_ = 0.0;  // exponential average
+  int64_t run_first_row_ = 0;                 // batch row of the run being finished
 };
 
 }  // namespace rwd::runtime

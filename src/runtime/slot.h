@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "rewind/engine.h"
+#include "state/model_state.h"
 #include "sampling/sampler.h"
+#include "spec/policy.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,6 +34,8 @@ struct Slot {
   std::chrono::steady_clock::time_point start_time;
   std::chrono::steady_clock::time_point first_token_time;
   RequestTimings timings;
+  std::optional<spec::DraftPolicy> policy;  // when the engine speculates
+  state::RollbackCounters counters_at_start;
 };
 
 }  // namespace rwd::runtime

@@ -42,7 +42,10 @@ Result<CommitResult> Transaction::commit(int64_t n_keep) {
   if (state_ == nullptr || !state_->slots_[slot_].txn_open) {
     return Status::errorf("slot {}: the transaction was already committed", slot_);
   }
-  return state_->commit(slot_, n_keep);
+  Result<CommitResult> result = state_->commit(slot_, n_keep);
+  // Detached once committed: the slot's next transaction is not this handle's to commit or roll back.
+  if (result.is_ok()) state_ = nullptr;
+  return result;
 }
 
 ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<RecurrentSpec> recurrent_layers, int n_slots,
@@ -55,7 +58,8 @@ ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<Recurrent
     : options_(options),
       kv_(std::move(kv_layers), options.n_slots, options.n_ctx),
       recurrent_(std::move(recurrent_layers), options.n_slots),
-      slots_(static_cast<size_t>(options.n_slots)) {
+      slots_(static_cast<size_t>(options.n_slots)),
+      counters_(static_cast<size_t>(options.n_slots)) {
   REWIND_CHECK(options.max_txn_tokens >= 0, "max_txn_tokens must not be negative, got {}", options.max_txn_tokens);
   if (!has_recurrent_layers() || options.max_txn_tokens == 0) return;
   int64_t max_conv = 0;
@@ -103,10 +107,6 @@ Result<Transaction> ModelState::begin(int slot, int32_t first_position) {
   txn.txn_open = true;
   txn.txn_first_position = first_position;
   txn.txn_tokens = 0;
-  if (has_recurrent_layers() && options_.policy == RollbackPolicy::checkpoint) {
-    std::copy_n(recurrent_.slot_data(slot), recurrent_.slot_floats(), copies_[slot].data());
-    count_written(static_cast<size_t>(recurrent_.slot_floats()) * sizeof(float), true);
-  }
   return Transaction(this, slot, first_position);
 }
 
@@ -129,7 +129,13 @@ SpanState ModelState::span_state(int slot, bool in_txn, bool first_run_of_slot) 
   span.txn_index = txn.txn_tokens;
   if (options_.policy == RollbackPolicy::replay) span.mode = SpanState::Mode::replay;
   if (options_.policy == RollbackPolicy::snapshot) span.mode = SpanState::Mode::snapshot;
+  span.backup_first = options_.policy == RollbackPolicy::checkpoint && txn.txn_tokens == 0;
   return span;
+}
+
+float* ModelState::backup(int slot) {
+  REWIND_CHECK(options_.policy == RollbackPolicy::checkpoint && !copies_.empty(), "slot {} has no backup", slot);
+  return copies_[slot].data();
 }
 
 LayerRecords ModelState::records(int rl, int slot) {
@@ -176,9 +182,21 @@ void ModelState::drop_records(int slot, int64_t n_from_front) {
   }
 }
 
-void ModelState::count_written(size_t bytes, bool full_copy) {
-  counters_.bytes_written += bytes;
-  if (full_copy) counters_.bytes_copied += bytes;
+void ModelState::count_written(int slot, size_t bytes, bool full_copy) {
+  counters_[slot].bytes_written += bytes;
+  if (full_copy) counters_[slot].bytes_copied += bytes;
+}
+
+RollbackCounters ModelState::total_counters() const {
+  RollbackCounters total;
+  for (const RollbackCounters& c : counters_) {
+    total.commits += c.commits;
+    total.rollbacks += c.rollbacks;
+    total.tokens_rolled_back += c.tokens_rolled_back;
+    total.bytes_written += c.bytes_written;
+    total.bytes_copied += c.bytes_copied;
+  }
+  return total;
 }
 
 Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
@@ -193,18 +211,20 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
   if (has_recurrent_layers()) {
     switch (options_.policy) {
       case RollbackPolicy::replay:
-        txn.pending_records = n_keep;  // applied by the slot's next forward (or flush) while its rows are in cache
+        // Applied by the slot's next forward (or flush) while its rows are in cache. Records still pending from
+        // the previous commit mean this transaction ran nothing (a forward would have folded them): keep them.
+        txn.pending_records += n_keep;
         break;
       case RollbackPolicy::snapshot:
         if (n_keep > 0) {
           std::copy_n(snapshot(slot, n_keep - 1), recurrent_.slot_floats(), recurrent_.slot_data(slot));
-          count_written(slot_bytes, true);
+          count_written(slot, slot_bytes, true);
         }
         break;
       case RollbackPolicy::checkpoint:
         if (n_keep < txn.txn_tokens) {
           std::copy_n(copies_[slot].data(), recurrent_.slot_floats(), recurrent_.slot_data(slot));
-          count_written(slot_bytes, true);
+          count_written(slot, slot_bytes, true);
           result.n_rerun = n_keep;
         }
         break;
@@ -212,10 +232,10 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
         break;
     }
   }
-  ++counters_.commits;
+  ++counters_[slot].commits;
   if (n_keep < txn.txn_tokens) {
-    ++counters_.rollbacks;
-    counters_.tokens_rolled_back += txn.txn_tokens - n_keep;
+    ++counters_[slot].rollbacks;
+    counters_[slot].tokens_rolled_back += txn.txn_tokens - n_keep;
   }
   txn.txn_open = false;
   txn.txn_tokens = 0;
@@ -242,7 +262,7 @@ void ModelState::flush(int slot) {
     kernels::cpu::gated_delta_rule_io(nullptr, nullptr, nullptr, nullptr, nullptr, 0, recurrent_.ssm_state(rl, slot),
                                       io, nullptr, nullptr, spec.delta_params(), nullptr);
   }
-  count_written(recurrent_.slot_floats() * sizeof(float), false);
+  count_written(slot, recurrent_.slot_floats() * sizeof(float), false);
   drop_records(slot, n);
   slots_[slot].pending_records = 0;
 }

@@ -62,6 +62,9 @@ struct SpanState {
   int64_t log_base = 0;   // log index of the open transaction's first record
   int64_t n_ahead = 0;    // records of the transaction's earlier forwards, at log_base; new ones follow them
   int64_t txn_index = 0;  // the run's first token's index within the open transaction
+  // Checkpoint policy, the transaction's first run: copy each layer's state to the backup just before the
+  // layer runs it, so plain tokens ahead of it in the same forward (a re-run) are part of the backup.
+  bool backup_first = false;
 };
 
 // One recurrent layer's record log for one slot: entry t of each array belongs to the same token.
@@ -140,7 +143,8 @@ class ModelState {
 
   // n_threads sizes the replay kernels' per-thread working copies.
   StateBytes bytes(int n_threads) const;
-  const RollbackCounters& counters() const { return counters_; }
+  const RollbackCounters& counters(int slot) const { return counters_[slot]; }
+  RollbackCounters total_counters() const;
 
   // For the forward and the recurrent blocks.
   bool in_transaction(int slot) const { return slots_[slot].txn_open; }
@@ -152,12 +156,14 @@ class ModelState {
   LayerRecords records(int rl, int slot);
   // Snapshot i of a slot's open transaction: the state after its token i (RecurrentCache slot layout).
   float* snapshot(int slot, int64_t i);
+  // The checkpoint policy's backup of a slot (RecurrentCache slot layout).
+  float* backup(int slot);
   // A conv window's worth of scratch for the replay mode's copy (any layer).
   float* conv_scratch() { return conv_scratch_.data(); }
   // After a forward: the slot ran n_plain tokens in place and then n_txn tokens of its transaction.
   void finish_forward(int slot, int64_t n_plain, int64_t n_txn);
-  // Accounting hook for the blocks: bytes the rollback machinery wrote during a forward.
-  void count_written(size_t bytes, bool full_copy);
+  // Accounting hook for the blocks: bytes the rollback machinery wrote for a slot during a forward.
+  void count_written(int slot, size_t bytes, bool full_copy);
 
  private:
   friend class Transaction;
@@ -188,7 +194,7 @@ class ModelState {
   // Snapshot: per slot, max_txn_tokens full copies. Checkpoint: per slot, one backup copy.
   std::vector<std::vector<float>> copies_;
   std::vector<float> conv_scratch_;
-  RollbackCounters counters_;
+  std::vector<RollbackCounters> counters_;  // per slot
 };
 
 }  // namespace rwd::state

@@ -295,6 +295,97 @@ TEST_P(GatedDeltaTest, ThreadCountDoesNotChangeResults) {
   }
 }
 
+// The records of rollback by replay (DESIGN §5) fed back through gated_delta_rule_io: `fold` records applied to
+// the state, then the call's tokens on a read-only copy after the `ahead` records, give the outputs and
+// corrections of one in-place call over all the tokens, and leave the state of the folded prefix; folding every
+// record leaves the in-place final state. Records are an earlier in-place run's u_out, its k, and the path's
+// decay of g. Few heads with 2 threads also cut heads into row ranges, so records are applied per range.
+TEST_P(GatedDeltaTest, FoldAndAheadRecordsReproduceTheInPlaceRun) {
+  const Isa isa = GetParam();
+  REWIND_SKIP_UNLESS_AVAILABLE(isa);
+  const auto apply_fn = isa == Isa::scalar ? kernels::cpu::detail::apply_record_rows_scalar
+                                           : kernels::cpu::detail::apply_record_rows_avx2;
+  const auto decay_fn = isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
+                                           : kernels::cpu::detail::gated_delta_decay_avx2;
+  for (const Case& c :
+       {Case{2, 4, 32, 32, false, KeyHeadMapping::modulo}, Case{2, 4, 48, 48, true, KeyHeadMapping::divide},
+        Case{1, 1, 128, 128, false, KeyHeadMapping::modulo}, Case{1, 2, 40, 72, true, KeyHeadMapping::divide},
+        Case{3, 3, 13, 7, true, KeyHeadMapping::modulo}}) {
+    const int64_t n_fold = 3;
+    const int64_t n_ahead = 4;
+    const int64_t n_tokens = 12;
+    const int64_t n_first = n_fold + n_ahead;  // the read-only call's first token
+    const Inputs in = make_inputs(c, n_tokens, 91);
+    const GatedDeltaParams& p = in.params;
+    const Result full = run_all(isa, in);
+    std::vector<float> decay(in.g.size());
+    decay_fn(in.g.data(), decay.data(), static_cast<int64_t>(in.g.size()));
+    const auto records = [&](int64_t t_begin, int64_t n) {
+      return kernels::cpu::GatedDeltaRecords{in.k.data() + t_begin * p.n_head_k * p.head_k_dim,
+                                             full.u.data() + in.v_row(t_begin, 0),
+                                             decay.data() + t_begin * p.n_head_v * in.n_decay(), n};
+    };
+    std::vector<float> prefix_state = in.state;
+    std::vector<float> scratch = test::nan_filled(in.v.size());
+    run_tokens(isa, in, 0, n_fold, prefix_state.data(), scratch.data(), nullptr, nullptr);
+
+    for (int n_threads : {1, 2}) {
+      ThreadPool pool(n_threads);
+      const std::string where = test::isa_name(isa) + " " + describe(c) + " threads=" + std::to_string(n_threads);
+      const int64_t v_rows = (n_tokens - n_first) * p.n_head_v * p.head_v_dim;
+      std::vector<float> state = in.state;
+      std::vector<float> out = test::nan_filled(v_rows);
+      std::vector<float> u = test::nan_filled(v_rows);
+      kernels::cpu::GatedDeltaStateIo io;
+      io.fold = records(0, n_fold);
+      io.ahead = records(n_fold, n_ahead);
+      io.read_only = true;
+      kernels::cpu::detail::gated_delta_rule_with(
+          rows_fn(isa), apply_fn,
+          {in.q.data() + n_first * p.n_head_k * p.head_k_dim, in.k.data() + n_first * p.n_head_k * p.head_k_dim,
+           in.v.data() + in.v_row(n_first, 0), in.g.data() + n_first * p.n_head_v * in.n_decay(),
+           in.beta.data() + n_first * p.n_head_v, n_tokens - n_first, state.data(), out.data(), u.data(), p},
+          io, &pool);
+      const std::vector<float> full_out(full.out.begin() + in.v_row(n_first, 0), full.out.end());
+      const std::vector<float> full_u(full.u.begin() + in.v_row(n_first, 0), full.u.end());
+      EXPECT_TRUE(test::same_bits(out, full_out)) << where << ": outputs after fold + ahead records";
+      EXPECT_TRUE(test::same_bits(u, full_u)) << where << ": corrections after fold + ahead records";
+      EXPECT_TRUE(test::same_bits(state, prefix_state)) << where << ": a read-only call kept more than the fold";
+
+      // Folding the remaining records (ahead and the read-only call's own) reaches the in-place final state.
+      kernels::cpu::GatedDeltaStateIo fold_rest;
+      fold_rest.fold = {in.k.data() + n_fold * p.n_head_k * p.head_k_dim, full.u.data() + in.v_row(n_fold, 0),
+                        decay.data() + n_fold * p.n_head_v * in.n_decay(), n_ahead};
+      kernels::cpu::detail::gated_delta_rule_with(
+          rows_fn(isa), apply_fn, {nullptr, nullptr, nullptr, nullptr, nullptr, 0, state.data(), nullptr, nullptr, p},
+          fold_rest, &pool);
+      fold_rest.fold = {in.k.data() + n_first * p.n_head_k * p.head_k_dim, u.data(),
+                        decay.data() + n_first * p.n_head_v * in.n_decay(), n_tokens - n_first};
+      kernels::cpu::detail::gated_delta_rule_with(
+          rows_fn(isa), apply_fn, {nullptr, nullptr, nullptr, nullptr, nullptr, 0, state.data(), nullptr, nullptr, p},
+          fold_rest, &pool);
+      EXPECT_TRUE(test::same_bits(state, full.state)) << where << ": state after folding every record";
+
+      // A fold followed by in-place tokens in the same call (plain decoding after a lazy commit).
+      std::vector<float> in_place_state = in.state;
+      std::vector<float> in_place_out = test::nan_filled(in.v.size() - in.v_row(n_fold, 0));
+      kernels::cpu::GatedDeltaStateIo fold_only;
+      fold_only.fold = records(0, n_fold);
+      kernels::cpu::detail::gated_delta_rule_with(
+          rows_fn(isa), apply_fn,
+          {in.q.data() + n_fold * p.n_head_k * p.head_k_dim, in.k.data() + n_fold * p.n_head_k * p.head_k_dim,
+           in.v.data() + in.v_row(n_fold, 0), in.g.data() + n_fold * p.n_head_v * in.n_decay(),
+           in.beta.data() + n_fold * p.n_head_v, n_tokens - n_fold, in_place_state.data(), in_place_out.data(), nullptr,
+           p},
+          fold_only, &pool);
+      EXPECT_TRUE(test::same_bits(in_place_state, full.state)) << where << ": fold then in-place tokens";
+      EXPECT_TRUE(
+          test::same_bits(in_place_out, std::vector<float>(full.out.begin() + in.v_row(n_fold, 0), full.out.end())))
+          << where << ": outputs of in-place tokens after a fold";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, GatedDeltaTest, ::testing::Values(Isa::scalar, Isa::avx2), test::isa_test_name);
 
 // The public functions take the path has_avx2_fma() selects, all three of them the same one, so records built

@@ -25,6 +25,10 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
   const state::SpanState& io = run.state;
   const int64_t window_floats = (d_conv - 1) * n_channels;
   float* window = state.recurrent().conv_window(rl, slot);
+  if (io.backup_first) {
+    std::copy_n(window, window_floats, state.backup(slot) + state.recurrent().conv_offset(rl));
+    state.count_written(slot, static_cast<size_t>(window_floats) * sizeof(float), true);
+  }
   if (io.n_fold > 0) {
     kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in, io.n_fold, n_channels, d_conv, window);
   }
@@ -40,7 +44,7 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
                                         scratch);
       kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
       std::copy_n(x, n * n_channels, log.conv_in + (io.log_base + io.n_ahead) * n_channels);
-      state.count_written(static_cast<size_t>(n * n_channels) * sizeof(float), false);
+      state.count_written(slot, static_cast<size_t>(n * n_channels) * sizeof(float), false);
       return;
     }
     case Mode::snapshot: {
@@ -52,7 +56,7 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
         kernels::cpu::causal_conv1d(x + t * n_channels, 1, n_channels, weight, d_conv, bias, target,
                                     out + t * n_channels);
       }
-      state.count_written(static_cast<size_t>(n * window_floats) * sizeof(float), true);
+      state.count_written(slot, static_cast<size_t>(n * window_floats) * sizeof(float), true);
       return;
     }
   }
@@ -67,6 +71,10 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
   const state::SpanState& io = run.state;
   const state::RecurrentSpec& spec = state.recurrent().spec(rl);
   float* checkpoint = state.recurrent().ssm_state(rl, slot);
+  if (io.backup_first) {
+    std::copy_n(checkpoint, spec.ssm_floats(), state.backup(slot) + state.recurrent().ssm_offset(rl));
+    state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), true);
+  }
   kernels::cpu::GatedDeltaStateIo kernel_io;
   if (io.n_fold > 0 || io.mode == Mode::replay) {
     const state::LayerRecords log = state.records(rl, slot);
@@ -91,7 +99,7 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
       size_t written = static_cast<size_t>(n * (spec.record_k_floats() + spec.record_u_floats() +
                                                 spec.record_decay_floats())) * sizeof(float);
       if (io.n_fold > 0) written += static_cast<size_t>(spec.ssm_floats()) * sizeof(float);
-      state.count_written(written, false);
+      state.count_written(slot, written, false);
       return;
     }
     case Mode::snapshot: {
@@ -106,7 +114,7 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
                                        beta + t * params.n_head_v, 1, target, out + t * params.n_head_v * params.head_v_dim,
                                        nullptr, params, &ctx.pool());
       }
-      state.count_written(static_cast<size_t>(n * spec.ssm_floats()) * sizeof(float), true);
+      state.count_written(slot, static_cast<size_t>(n * spec.ssm_floats()) * sizeof(float), true);
       return;
     }
   }

@@ -1,0 +1,137 @@
+#include "spec/draft_model.h"
+
+#include <algorithm>
+
+#include "sampling/logprobs.h"
+
+namespace rwd::spec {
+
+Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const DraftModelOptions& options,
+                                                                       int64_t target_n_vocab, ThreadPool& pool) {
+  std::unique_ptr<DraftModelProposer> proposer(new DraftModelProposer(options, pool));
+  REWIND_ASSIGN_OR_RETURN(proposer->model_, model::Model::load(options.path));
+  const int64_t n_vocab = proposer->model_->hparams().n_vocab;
+  if (n_vocab != target_n_vocab) {
+    return Status::errorf("{}: the draft model has {} tokens in its vocabulary, the target {}; they must match",
+                          options.path, n_vocab, target_n_vocab);
+  }
+  state::StateOptions state_options{options.n_slots, options.n_ctx, options.policy, options.max_draft};
+  if (proposer->model_->recurrent_specs().size() > 0 && options.policy == state::RollbackPolicy::none) {
+    return Status::errorf("{}: the draft model has recurrent layers; rollback policy 'none' cannot roll them back",
+                          options.path);
+  }
+  proposer->state_ = std::make_unique<state::ModelState>(proposer->model_->kv_specs(),
+                                                         proposer->model_->recurrent_specs(), state_options);
+  proposer->forward_ = std::make_unique<model::ForwardContext>(*proposer->model_, pool,
+                                                               std::max<int64_t>(options.n_batch, options.n_slots));
+  proposer->slots_.resize(static_cast<size_t>(options.n_slots));
+  return proposer;
+}
+
+void DraftModelProposer::reset_slot(int slot) {
+  SlotState& s = slots_[slot];
+  s.txn.reset();  // rolls back whatever a cancelled round left open
+  s.n_done = 0;
+  s.sampler.reset();
+  state_->reset_slot(slot);
+}
+
+DraftToken DraftModelProposer::pick(SlotState& slot, const ProposeRequest& request, const float* logits) {
+  const std::span<const float> row(logits, static_cast<size_t>(model_->hparams().n_vocab));
+  if (request.sampling == nullptr || request.sampling->temperature == 0.0f) return {sampling::argmax(row), {}};
+  if (!slot.sampler) {
+    // The draft samples with the target's truncation and temperature but no penalties: q only needs to be
+    // the distribution the token was drawn from, and a good guess at p.
+    sampling::SamplingParams params = *request.sampling;
+    params.repetition_penalty = 1.0f;
+    params.frequency_penalty = 0.0f;
+    params.presence_penalty = 0.0f;
+    params.seed = request.sampling->seed ^ 0x9e3779b97f4a7c15ULL;
+    slot.sampler.emplace(std::move(sampling::Sampler::create(params).value()));
+  }
+  const auto q = slot.sampler->distribution(row);
+  DraftToken token{0, {q.begin(), q.end()}};
+  token.id = slot.sampler->draw(token.probs);
+  return token;
+}
+
+Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
+                                   std::vector<std::vector<DraftToken>>& drafts) {
+  drafts.assign(requests.size(), {});
+  const int64_t n_batch = options_.n_batch;
+  // Each slot's round-0 run is kept under this, so all slots' runs fit one forward.
+  const int64_t per_slot = std::max<int64_t>(1, n_batch / options_.n_slots);
+  // Catch up on plain tokens (a prompt, or a fully accepted draft's last token) except the newest one, which
+  // opens the transaction; long catch-ups go in chunks of their own.
+  std::vector<size_t> active;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const ProposeRequest& request = requests[r];
+    SlotState& slot = slots_[request.slot];
+    const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+    if (request.max_draft < 1 || last < 0 || last >= state_->n_ctx() - 1) continue;
+    if (slot.txn) return Status::errorf("draft model: slot {} still has an open transaction", request.slot);
+    if (slot.n_done > last) return Status::errorf("draft model: slot {} is ahead of its sequence", request.slot);
+    while (last - slot.n_done > per_slot - 1) {
+      const int64_t n_chunk = std::min(n_batch, last - slot.n_done - (per_slot - 1));
+      batch_.clear();
+      for (int64_t i = 0; i < n_chunk; ++i) {
+        batch_.add(request.tokens[slot.n_done + i], static_cast<int32_t>(slot.n_done + i), request.slot, false);
+      }
+      REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
+      slot.n_done += n_chunk;
+    }
+    active.push_back(r);
+  }
+  // Round 0: each slot's remaining catch-up (plain) and its newest token (the transaction's first); then one
+  // drafted token per forward.
+  batch_.clear();
+  std::vector<size_t> in_batch;
+  for (size_t r : active) {
+    const ProposeRequest& request = requests[r];
+    SlotState& slot = slots_[request.slot];
+    const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+    REWIND_ASSIGN_OR_RETURN(state::Transaction txn, state_->begin(request.slot, static_cast<int32_t>(last)));
+    slot.txn.emplace(std::move(txn));
+    for (int64_t pos = slot.n_done; pos <= last; ++pos) {
+      batch_.add(request.tokens[pos], static_cast<int32_t>(pos), request.slot, pos == last);
+    }
+    in_batch.push_back(r);
+  }
+  for (int step = 0; !in_batch.empty(); ++step) {
+    REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
+    std::vector<size_t> next;
+    batch_.clear();
+    for (size_t row = 0; row < in_batch.size(); ++row) {
+      const size_t r = in_batch[row];
+      const ProposeRequest& request = requests[r];
+      SlotState& slot = slots_[request.slot];
+      drafts[r].push_back(pick(slot, request, logits_.data() + row * model_->hparams().n_vocab));
+      const int64_t position = static_cast<int64_t>(request.tokens.size()) + step;
+      // The last draft is never fed back: the target verifies it, and the next round starts after it.
+      if (static_cast<int>(drafts[r].size()) < request.max_draft && position < state_->n_ctx() - 1) {
+        batch_.add(drafts[r].back().id, static_cast<int32_t>(position), request.slot, true);
+        next.push_back(r);
+      }
+    }
+    in_batch = std::move(next);
+  }
+  return Status::ok();
+}
+
+Status DraftModelProposer::on_target_forward(int slot_index, int64_t first_position, int64_t n_run, int64_t n_kept,
+                                             const float*) {
+  SlotState& slot = slots_[slot_index];
+  if (!slot.txn) return Status::ok();
+  (void)n_run;
+  // The transaction ran the newest token and the drafts fed back; keep what the target kept of them.
+  const int64_t txn_first = slot.txn->first_position();
+  const int64_t keep = std::clamp<int64_t>(n_kept - (txn_first - first_position), 0, slot.txn->n_tokens());
+  REWIND_ASSIGN_OR_RETURN(state::CommitResult result, slot.txn->commit(keep));
+  slot.txn.reset();
+  slot.n_done = txn_first + (result.n_rerun > 0 ? 0 : keep);
+  return Status::ok();
+}
+
+size_t DraftModelProposer::state_bytes() const { return state_->bytes(pool_.n_threads()).total(); }
+
+}  // namespace rwd::spec

@@ -1,0 +1,63 @@
+// Draft-model proposer: a second, smaller GGUF model with the target's vocabulary, with its own slots and
+// state. Each round it catches up on the tokens the target accepted, then drafts by decoding one token at a
+// time (all speculating slots share each forward). Its drafting runs inside its own transaction, so when the
+// target rejects part of the draft the draft model rolls back with the same policies as the target — a
+// hybrid draft model needs that as much as the target does.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/thread_pool.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "spec/proposer.h"
+#include "state/model_state.h"
+
+namespace rwd::spec {
+
+struct DraftModelOptions {
+  std::string path;
+  int n_slots = 1;
+  int64_t n_ctx = 0;
+  int64_t n_batch = 512;
+  int max_draft = 8;
+  state::RollbackPolicy policy = state::RollbackPolicy::replay;
+};
+
+class DraftModelProposer final : public Proposer {
+ public:
+  // Fails when the file does not load or its vocabulary differs from the target's (n_vocab given).
+  static Result<std::unique_ptr<DraftModelProposer>> create(const DraftModelOptions& options, int64_t target_n_vocab,
+                                                            ThreadPool& pool);
+
+  std::string_view name() const override { return "draft"; }
+  void reset_slot(int slot) override;
+  Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
+  Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
+                           const float* hidden) override;
+  size_t state_bytes() const override;
+
+ private:
+  struct SlotState {
+    int64_t n_done = 0;  // tokens of the sequence in the draft model's committed state
+    std::optional<state::Transaction> txn;
+    std::optional<sampling::Sampler> sampler;  // for stochastic targets: the draft's own q
+  };
+
+  DraftModelProposer(const DraftModelOptions& options, ThreadPool& pool) : options_(options), pool_(pool) {}
+  DraftToken pick(SlotState& slot, const ProposeRequest& request, const float* logits);
+
+  DraftModelOptions options_;
+  ThreadPool& pool_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<state::ModelState> state_;
+  std::unique_ptr<model::ForwardContext> forward_;
+  std::vector<SlotState> slots_;
+  model::Batch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace rwd::spec

@@ -1,0 +1,52 @@
+// MTP proposer: the target's own next-token-prediction block(s) from the GGUF (Qwen3.5 / Qwen3-Next
+// "nextn" layers). Row (token t(p+1), trunk hidden h(p)) at position p predicts t(p+2); chaining the block's
+// own hidden output drafts further tokens. The block's attention KV rows live in the target's state beside
+// the trunk's; it has no recurrent layers, so drafting never touches the trunk's recurrent state. Every
+// kept trunk position is fed to the block once (catch-up), so its KV matches the sequence; rows it wrote
+// while chaining are overwritten by the next catch-up, which is how its attention rolls back.
+#pragma once
+
+#include <vector>
+
+#include "model/forward_context.h"
+#include "model/model.h"
+#include "spec/proposer.h"
+#include "state/model_state.h"
+
+namespace rwd::spec {
+
+class MtpProposer final : public Proposer {
+ public:
+  // Fails when the model has no MTP block.
+  static Result<std::unique_ptr<MtpProposer>> create(const model::Model& model, model::ForwardContext& forward,
+                                                     state::ModelState& state, int64_t n_batch);
+
+  std::string_view name() const override { return "mtp"; }
+  void reset_slot(int slot) override;
+  Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
+  Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
+                           const float* hidden) override;
+  size_t state_bytes() const override;
+
+ private:
+  struct SlotState {
+    int64_t n_fed = 0;            // positions p whose row (t(p+1), h(p)) the block has processed
+    int64_t hidden_first = 0;     // position of the first row in hidden
+    std::vector<float> hidden;    // trunk hidden rows kept since, [n, n_embd]
+  };
+
+  MtpProposer(const model::Model& model, model::ForwardContext& forward, state::ModelState& state, int64_t n_batch)
+      : model_(model), forward_(forward), state_(state), n_batch_(n_batch) {}
+
+  const model::Model& model_;
+  model::ForwardContext& forward_;
+  state::ModelState& state_;
+  int64_t n_batch_;
+  std::vector<SlotState> slots_;
+  model::Batch batch_;
+  std::vector<float> logits_;
+  std::vector<float> hidden_in_;
+  std::vector<float> hidden_out_;
+};
+
+}  // namespace rwd::spec

@@ -1,0 +1,59 @@
+// Draft-length policy (DESIGN §6): per slot, pick the draft length that maximises expected output tokens per
+// unit of time, from the slot's measured acceptance and the engine's measured cost of a verify batch, and
+// fall back to plain decoding when no length beats it. A slot that fell back probes again after a while,
+// since plain steps tell nothing about acceptance.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace rwd::spec {
+
+// Seconds per forward by batch size, measured by the engine; relative costs against a one-token step.
+class CostModel {
+ public:
+  static constexpr int kMaxTokens = 64;
+  void observe(int64_t n_tokens, double seconds);
+  // cost(n) / cost(1): from measurements when both sizes were seen, else a memory-bound prior (a decode step
+  // streams the weights once whatever n is, plus a small per-token share).
+  double relative_cost(int64_t n_tokens) const;
+  // The measured seconds of an n-token forward, 0 until one was seen.
+  double seconds(int64_t n_tokens) const;
+
+ private:
+  std::array<double, kMaxTokens + 1> seconds_{};
+  std::array<int64_t, kMaxTokens + 1> count_{};
+};
+
+struct PolicyDecisions {
+  int64_t rounds = 0;          // speculative rounds
+  int64_t plain_steps = 0;     // steps decoded without a draft because the policy chose so
+  int64_t fallbacks = 0;       // times the policy switched speculation off
+  std::vector<int64_t> rounds_by_length;  // index k: rounds with draft length k
+};
+
+class DraftPolicy {
+ public:
+  DraftPolicy(int draft_min, int draft_max, bool adaptive);
+
+  // The draft length for the next step: 0 = decode plainly, else in [draft_min, draft_max].
+  int next_length(const CostModel& cost, double proposer_cost_per_token);
+  // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
+  void record(int drafted, int accepted);
+  // The estimated probability that a draft token is accepted given the previous one was.
+  double acceptance() const;
+  const PolicyDecisions& decisions() const { return decisions_; }
+
+ private:
+  int draft_min_;
+  int draft_max_;
+  bool adaptive_;
+  double accepted_weight_;  // decayed sums: recent rounds count more
+  double evaluated_weight_;
+  bool off_ = false;
+  int plain_since_off_ = 0;
+  PolicyDecisions decisions_;
+};
+
+}  // namespace rwd::spec

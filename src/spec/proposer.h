@@ -1,0 +1,47 @@
+// Proposer: what drafts tokens for speculative decoding (DESIGN §6). The engine asks every speculating slot's
+// proposer for up to max_draft tokens before the target's verify forward, and tells it afterwards how many of
+// the verified tokens the target kept, so proposers with their own state (a draft model, the MTP block) can
+// roll back to match. Proposers never touch the target's recurrent state.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "sampling/sampling_params.h"
+#include "spec/verify.h"
+
+namespace rwd::spec {
+
+struct ProposeRequest {
+  int slot = 0;
+  std::span<const int32_t> tokens;  // the slot's sequence; the last token is not yet in the target's state
+  int max_draft = 0;
+  const sampling::SamplingParams* sampling = nullptr;  // the slot's target sampling (greedy when temperature 0)
+  int64_t n_prompt = 0;
+  std::span<const int32_t> oracle;  // the oracle proposer's known continuation after the prompt
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual std::string_view name() const = 0;
+
+  // A new sequence starts in the slot.
+  virtual void reset_slot(int slot) = 0;
+
+  // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none).
+  virtual Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) = 0;
+
+  // The target ran tokens [first_position, first_position + n_run) of the slot and keeps the first n_kept of
+  // them. hidden: the target's output-normed hidden rows of those n_run tokens, [n_run, n_embd].
+  virtual Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
+                                   const float* hidden) = 0;
+
+  // Bytes of state the proposer holds (a draft model's KV and recurrent state, records, copies).
+  virtual size_t state_bytes() const = 0;
+};
+
+}  // namespace rwd::spec

@@ -1,0 +1,401 @@
+// Speculative decoding through the public Engine: for every proposer, every rollback policy and 1 or 4 slots,
+// on generated qwen35, qwen35moe and lfm2 models, greedy output with speculation is the greedy output without
+// it, token for token, with bit-identical log-probabilities at every emitted position (the reference is the
+// same engine with speculation off, which never opens a transaction). The oracle proposer is deliberately
+// wrong at seeded positions, so rejections at every draft depth happen; the stochastic tests check that
+// sampling with speculation keeps the target's distribution (chi-square against the exact distribution).
+// links: rewind_runtime
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rewind/engine.h"
+#include "rewind/tools.h"
+
+namespace rwd {
+namespace {
+
+constexpr int kTopLogprobs = 8;
+constexpr int kNewTokens = 40;
+
+std::string data_path(const std::string& name) { return std::string(REWIND_TEST_DATA) + "/" + name; }
+
+// A perturbed copy of a test model: as a draft it agrees with the target part of the time, so drafts are
+// accepted and rejected at every depth, and its own (hybrid) state rolls back too. Made once per process.
+std::string twin_of(const std::string& name) {
+  static std::map<std::string, std::string> made;
+  auto it = made.find(name);
+  if (it != made.end()) return it->second;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("rewind_twin_" + std::to_string(::getpid()) + "_" + name)).string();
+  const Status status = make_twin_model({data_path(name), 0.1f, 5, path});
+  EXPECT_TRUE(status.is_ok()) << status.message();
+  made[name] = path;
+  std::atexit([] {
+    for (const auto& entry : made) std::filesystem::remove(entry.second);
+  });
+  return path;
+}
+
+struct Output {
+  std::vector<int32_t> ids;
+  std::vector<std::vector<TokenLogprob>> top;
+  SpecStats spec;
+};
+
+// Prompts whose text repeats, so n-gram lookup finds drafts; different lengths, so slots are out of step.
+std::vector<std::vector<int32_t>> prompts() {
+  std::vector<std::vector<int32_t>> out;
+  for (int p = 0; p < 4; ++p) {
+    std::vector<int32_t> ids;
+    const int period = 5 + p;
+    for (int i = 0; i < 18 + 3 * p; ++i) ids.push_back(33 + (i % period) * 7 % 90 + p);
+    out.push_back(ids);
+  }
+  return out;
+}
+
+struct RunConfig {
+  std::string model;
+  std::string mode = "none";
+  std::string rollback = "replay";
+  int n_slots = 1;
+  std::string draft_model;
+  bool adaptive = false;
+};
+
+std::unique_ptr<Engine> open(const RunConfig& config) {
+  EngineOptions options;
+  options.model_path = data_path(config.model);
+  options.n_threads = 2;
+  options.n_slots = config.n_slots;
+  options.n_ctx = 256;
+  options.n_batch = 64;
+  options.spec.mode = config.mode;
+  options.spec.rollback = config.rollback;
+  options.spec.draft_model = config.draft_model;
+  options.spec.draft_max = 4;
+  options.spec.adaptive = config.adaptive;
+  options.spec.oracle_error_rate = 0.35;
+  options.spec.oracle_seed = 7;
+  auto engine = Engine::open(options);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  return engine.is_ok() ? std::move(engine).value() : nullptr;
+}
+
+// Runs every prompt (all submitted at once; they share the slots) and returns their outputs in prompt order.
+std::vector<Output> run_all(Engine& engine, const std::vector<std::vector<int32_t>>& inputs,
+                            const std::vector<std::vector<int32_t>>& oracle = {}) {
+  std::vector<Output> outputs(inputs.size());
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Request request;
+    request.prompt_ids = inputs[i];
+    request.max_tokens = kNewTokens;
+    request.sampling.temperature = 0.0f;
+    request.ignore_eos = true;
+    request.top_logprobs = kTopLogprobs;
+    if (!oracle.empty()) request.oracle_ids = oracle[i];
+    Output& out = outputs[i];
+    auto id = engine.submit(request, [&out](const TokenEvent& event) {
+      if (event.token >= 0) {
+        out.ids.push_back(event.token);
+        out.top.push_back(event.top);
+      }
+    });
+    EXPECT_TRUE(id.is_ok()) << id.status().message();
+    ids.push_back(*id);
+  }
+  while (!engine.idle()) {
+    const Status status = engine.step();
+    EXPECT_TRUE(status.is_ok()) << status.message();
+    if (!status.is_ok()) break;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) outputs[i].spec = engine.timings(ids[i]).spec;
+  return outputs;
+}
+
+// Plain greedy outputs per model, computed once.
+const std::vector<Output>& reference(const std::string& model) {
+  static std::map<std::string, std::vector<Output>> cache;
+  auto it = cache.find(model);
+  if (it == cache.end()) {
+    RunConfig config;
+    config.model = model;
+    auto engine = open(config);
+    it = cache.emplace(model, run_all(*engine, prompts())).first;
+  }
+  return it->second;
+}
+
+struct Case {
+  std::string model;
+  std::string mode;
+  std::string rollback;
+  int n_slots;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string model = info.param.model.substr(0, info.param.model.find('-'));
+  return model + "_" + info.param.mode + "_" + info.param.rollback + "_" + std::to_string(info.param.n_slots) + "slots";
+}
+
+class SpecExactness : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
+  const Case& c = GetParam();
+  RunConfig config;
+  config.model = c.model;
+  config.mode = c.mode;
+  config.rollback = c.rollback;
+  config.n_slots = c.n_slots;
+  if (c.mode == "draft") config.draft_model = twin_of(c.model);
+  const std::vector<Output>& plain = reference(c.model);
+  std::vector<std::vector<int32_t>> oracle;
+  for (const Output& out : plain) oracle.push_back(out.ids);
+  auto engine = open(config);
+  ASSERT_NE(engine, nullptr);
+  const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
+  int64_t drafted = 0;
+  int64_t rollbacks = 0;
+  for (size_t p = 0; p < spec.size(); ++p) {
+    ASSERT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
+    ASSERT_EQ(spec[p].top.size(), plain[p].top.size());
+    for (size_t t = 0; t < spec[p].top.size(); ++t) {
+      ASSERT_EQ(spec[p].top[t].size(), plain[p].top[t].size());
+      for (size_t j = 0; j < spec[p].top[t].size(); ++j) {
+        ASSERT_EQ(spec[p].top[t][j].id, plain[p].top[t][j].id) << "prompt " << p << " token " << t;
+        // Bitwise: the logits of every emitted position are the plain forward's.
+        ASSERT_EQ(std::memcmp(&spec[p].top[t][j].logprob, &plain[p].top[t][j].logprob, sizeof(float)), 0)
+            << "prompt " << p << " token " << t << " rank " << j;
+      }
+    }
+    drafted += spec[p].spec.drafted;
+    rollbacks += spec[p].spec.rollbacks;
+  }
+  EXPECT_GT(drafted, 0) << "the proposer never drafted, so nothing was verified";
+  if (c.mode == "oracle") {
+    // Fixed draft length 4 with errors at rate 0.35: full acceptance, rejection at the first token and in
+    // between all occur.
+    int64_t rounds = 0, first_rejected = 0, all_accepted = 0, partial = 0;
+    for (const Output& out : spec) {
+      const SpecStats& s = out.spec;
+      rounds += s.rounds;
+      if (s.accepted_by_position.empty()) continue;
+      first_rejected += s.drafted_by_position[0] - s.accepted_by_position[0];
+      if (s.accepted_by_position.size() >= 4) all_accepted += s.accepted_by_position[3];
+      for (size_t i = 0; i + 1 < s.accepted_by_position.size(); ++i) {
+        partial += s.accepted_by_position[i] - s.accepted_by_position[i + 1];
+      }
+    }
+    EXPECT_GT(first_rejected, 0);
+    EXPECT_GT(all_accepted, 0);
+    EXPECT_GT(partial, 0);
+    EXPECT_GT(rollbacks, 0);
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const std::string model : {"qwen35-tiny-f32.gguf", "qwen35moe-tiny-f32.gguf", "lfm2-tiny-f32.gguf"}) {
+    for (const std::string mode : {"ngram", "draft", "mtp", "oracle"}) {
+      if (mode == "mtp" && model == "lfm2-tiny-f32.gguf") continue;  // LFM2 has no MTP layers
+      for (const std::string rollback : {"replay", "snapshot", "checkpoint"}) {
+        for (int n_slots : {1, 4}) out.push_back({model, mode, rollback, n_slots});
+      }
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, SpecExactness, ::testing::ValuesIn(cases()), case_name);
+
+TEST(SpecOptions, BadOptionsAreRefusedWithAReason) {
+  const auto refused = [](const std::function<void(EngineOptions&)>& edit, const std::string& expected) {
+    EngineOptions options;
+    options.model_path = data_path("qwen35-tiny-f32.gguf");
+    options.n_threads = 1;
+    options.n_ctx = 64;
+    options.n_batch = 64;
+    options.spec.mode = "ngram";
+    edit(options);
+    auto engine = Engine::open(options);
+    ASSERT_FALSE(engine.is_ok()) << expected;
+    EXPECT_NE(engine.status().message().find(expected), std::string::npos) << engine.status().message();
+  };
+  refused([](EngineOptions& o) { o.spec.mode = "lookahead"; }, "unknown speculation mode 'lookahead'");
+  refused([](EngineOptions& o) { o.spec.rollback = "undo"; }, "unknown rollback policy 'undo'");
+  refused([](EngineOptions& o) { o.spec.rollback = "none"; }, "cannot roll back");
+  refused([](EngineOptions& o) { o.spec.draft_max = 0; }, "draft-max must be in [1, 32], got 0");
+  refused([](EngineOptions& o) { o.spec.draft_min = 5; o.spec.draft_max = 4; }, "draft-min must be in [1, draft-max = 4], got 5");
+  refused([](EngineOptions& o) { o.spec.mode = "draft"; }, "needs a draft model");
+  refused([](EngineOptions& o) { o.spec.draft_model = "x.gguf"; }, "a draft model was given");
+  refused([](EngineOptions& o) { o.n_slots = 4; o.n_batch = 16; }, "cannot hold a verify batch of 9 tokens for each of 4 slots");
+  refused([](EngineOptions& o) { o.spec.mode = "draft"; o.spec.draft_model = data_path("missing.gguf"); }, "missing.gguf");
+  refused([](EngineOptions& o) { o.model_path = data_path("lfm2-tiny-f32.gguf"); o.spec.mode = "mtp"; }, "no next-token-prediction");
+  refused([](EngineOptions& o) { o.spec.mode = "oracle"; o.spec.oracle_error_rate = 1.5; }, "oracle error rate must be in [0, 1], got 1.5");
+}
+
+// A pure-attention model speculates with policy none (KV rows only need truncation).
+TEST(SpecOptions, AttentionOnlyModelsNeedNoRecurrentRollback) {
+  EngineOptions options;
+  options.model_path = data_path("qwen3-tiny-f32.gguf");
+  options.n_threads = 1;
+  options.n_ctx = 128;
+  options.n_batch = 64;
+  auto plain_engine = Engine::open(options);
+  ASSERT_TRUE(plain_engine.is_ok()) << plain_engine.status().message();
+  options.spec.mode = "ngram";
+  options.spec.rollback = "none";
+  options.spec.adaptive = false;
+  auto spec_engine = Engine::open(options);
+  ASSERT_TRUE(spec_engine.is_ok()) << spec_engine.status().message();
+  const auto plain = run_all(**plain_engine, prompts());
+  const auto spec = run_all(**spec_engine, prompts());
+  for (size_t p = 0; p < plain.size(); ++p) EXPECT_EQ(spec[p].ids, plain[p].ids);
+}
+
+// --- sampling keeps the target's distribution -------------------------------------------------------------
+
+// Exact distribution of the sampler at a temperature and top-k k from the top-k log-probabilities (the
+// softmax's normaliser cancels), most likely first.
+std::vector<std::pair<int32_t, double>> top_k_distribution(const std::vector<TokenLogprob>& top, double temperature) {
+  double sum = 0.0;
+  for (const TokenLogprob& entry : top) sum += std::exp(static_cast<double>(entry.logprob) / temperature);
+  std::vector<std::pair<int32_t, double>> out;
+  for (const TokenLogprob& entry : top) {
+    out.emplace_back(entry.id, std::exp(static_cast<double>(entry.logprob) / temperature) / sum);
+  }
+  return out;
+}
+
+// Upper tail of the chi-square distribution, by the Wilson–Hilferty normal approximation (good to a few
+// percent in the tail for df >= 3, ample for a 1e-4 threshold).
+double chi_square_p_value(double x2, int df) {
+  const double k = df;
+  const double z = (std::cbrt(x2 / k) - (1.0 - 2.0 / (9.0 * k))) / std::sqrt(2.0 / (9.0 * k));
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+// The first two sampled tokens (t1 from the prefill, t2 from the first verify round) under speculation, over
+// many seeds, against the exact joint p(t1) p(t2 | t1) of the target with top-k 4 at temperature 3 (flat
+// enough inside the top 4 that drafts from it are accepted often).
+void expect_target_distribution(const std::string& mode, const std::string& draft_model, int kSamples) {
+  constexpr int kTopK = 4;
+  constexpr double kTemperature = 3.0;
+  const std::string model = data_path("qwen35-tiny-f32.gguf");
+  EngineOptions options;
+  options.model_path = model;
+  options.n_threads = 2;
+  options.n_ctx = 512;
+  options.n_batch = 512;
+  options.n_slots = 4;
+  auto plain_engine = Engine::open(options);
+  ASSERT_TRUE(plain_engine.is_ok()) << plain_engine.status().message();
+  const auto top_of = [&](const std::vector<int32_t>& ids) {
+    Request request;
+    request.prompt_ids = ids;
+    request.max_tokens = 1;
+    request.ignore_eos = true;
+    request.sampling.temperature = 0.0f;
+    request.top_logprobs = kTopK;
+    std::vector<TokenLogprob> top;
+    EXPECT_TRUE((*plain_engine)->submit(request, [&top](const TokenEvent& e) { if (e.token >= 0) top = e.top; }).is_ok());
+    while (!(*plain_engine)->idle()) EXPECT_TRUE((*plain_engine)->step().is_ok());
+    return top_k_distribution(top, kTemperature);
+  };
+  // For n-gram lookup the prompt ends with a pair (c, likely next token) for every printable id c (what the
+  // generated model emits), so a draft follows any t1 and is often accepted; a second pass picks the pairs'
+  // tokens under the prompt that holds the pairs. A draft model needs no help.
+  std::vector<int32_t> base;
+  for (int32_t i = 0; i < 16; ++i) base.push_back(32 + (i * 37 + 11) % 95);
+  std::vector<int32_t> prompt = base;
+  for (int refine = 0; refine < (mode == "ngram" ? 2 : 0); ++refine) {
+    std::vector<int32_t> next = base;
+    for (int32_t c = 32; c < 127; ++c) {
+      std::vector<int32_t> extended = prompt;
+      extended.push_back(c);
+      next.push_back(c);
+      next.push_back(top_of(extended).front().first);
+    }
+    prompt = next;
+  }
+  std::map<std::pair<int32_t, int32_t>, double> expected;
+  for (const auto& [t1, p1] : top_of(prompt)) {
+    std::vector<int32_t> extended = prompt;
+    extended.push_back(t1);
+    for (const auto& [t2, p2] : top_of(extended)) expected[{t1, t2}] = p1 * p2;
+  }
+
+  options.spec.mode = mode;
+  options.spec.draft_model = draft_model;
+  options.spec.draft_max = 3;
+  options.spec.adaptive = false;
+  options.spec.ngram_min = 1;  // look up t1 alone: its pair at the end of the prompt
+  options.spec.ngram_max = 1;
+  auto spec_engine = Engine::open(options);
+  ASSERT_TRUE(spec_engine.is_ok()) << spec_engine.status().message();
+  std::map<std::pair<int32_t, int32_t>, int64_t> observed;
+  std::vector<std::vector<int32_t>> outputs(kSamples);
+  int64_t verified = 0;
+  std::vector<int64_t> ids(kSamples);
+  int64_t accepted = 0;
+  for (int s = 0; s < kSamples; ++s) {
+    Request request;
+    request.prompt_ids = prompt;
+    request.max_tokens = 3;  // room for a one-token draft after t1
+    request.ignore_eos = true;
+    request.sampling.temperature = static_cast<float>(kTemperature);
+    request.sampling.top_k = kTopK;
+    request.sampling.top_p = 1.0f;
+    request.sampling.min_p = 0.0f;
+    request.sampling.seed = 1000 + static_cast<uint64_t>(s);
+    auto id = (*spec_engine)->submit(request, [&outputs, s](const TokenEvent& e) { if (e.token >= 0) outputs[s].push_back(e.token); });
+    ASSERT_TRUE(id.is_ok());
+    ids[s] = *id;
+  }
+  while (!(*spec_engine)->idle()) ASSERT_TRUE((*spec_engine)->step().is_ok());
+  for (int s = 0; s < kSamples; ++s) {
+    ASSERT_GE(outputs[s].size(), 2u);
+    ++observed[{outputs[s][0], outputs[s][1]}];
+    verified += (*spec_engine)->timings(ids[s]).spec.rounds;
+    accepted += (*spec_engine)->timings(ids[s]).spec.accepted;
+  }
+  // Both branches of the rule must have been taken: acceptance (p/q) and resampling from the residual.
+  EXPECT_GT(accepted, kSamples / 50);
+  EXPECT_LT(accepted, verified - kSamples / 50);
+  double x2 = 0.0;
+  int cells = 0;
+  for (const auto& [pair, p] : expected) {
+    const double e = p * kSamples;
+    const double o = observed.count(pair) ? static_cast<double>(observed[pair]) : 0.0;
+    x2 += (o - e) * (o - e) / e;
+    ++cells;
+  }
+  int64_t outside = 0;
+  for (const auto& [pair, count] : observed) outside += expected.count(pair) ? 0 : count;
+  EXPECT_EQ(outside, 0) << "tokens outside the target's top-k support were emitted";
+  const double p_value = chi_square_p_value(x2, cells - 1);
+  // Significance 1e-4 (seeds are fixed, so the outcome is deterministic; the threshold keeps it meaningful).
+  EXPECT_GT(p_value, 1e-4) << "chi-square " << x2 << " over " << cells << " cells";
+  std::printf("%s: chi-square %.2f, df %d, p = %.3f; %lld rounds, %lld drafts accepted\n", mode.c_str(), x2, cells - 1,
+              p_value, static_cast<long long>(verified), static_cast<long long>(accepted));
+}
+
+TEST(SpecSampling, NgramKeepsTheTargetDistribution) { expect_target_distribution("ngram", "", 1000); }
+
+TEST(SpecSampling, DraftModelKeepsTheTargetDistribution) {
+  expect_target_distribution("draft", twin_of("qwen35-tiny-f32.gguf"), 2000);
+}
+
+}  // namespace
+}  // namespace rwd
