@@ -49,7 +49,71 @@ Result<std::vector<int>> parse_threads(const std::string& text) {
   return values;
 }
 
+Result<std::vector<int>> parse_int_list(const std::string& flag, const std::string& text) {
+  std::vector<int> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    try {
+      size_t used = 0;
+      values.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      return Status::errorf("{}: '{}' is not an integer", flag, item);
+    }
+  }
+  if (values.empty()) return Status::errorf("{}: no value given", flag);
+  return values;
+}
+
+// --verify: the cost of a verify round of 1 + k tokens against a plain step, per rollback policy.
+int bench_verify(const BenchOptions& options) {
+  auto lengths = parse_int_list("--verify", options.verify);
+  if (!lengths) return report_error(lengths.status().message());
+  auto threads = parse_threads(options.threads);
+  if (!threads) return report_error(threads.status().message());
+  VerifyCostOptions verify;
+  verify.model_path = options.model;
+  verify.n_threads = threads->front();
+  verify.n_slots = options.slots;
+  verify.n_prompt = options.n_prompt;
+  verify.draft_lengths = *lengths;
+  verify.reps = std::max(options.reps, 5);
+  verify.policies.clear();
+  std::stringstream stream(options.rollback);
+  std::string item;
+  while (std::getline(stream, item, ',')) verify.policies.push_back(item);
+  auto costs = measure_verify_cost(verify);
+  if (!costs) return report_error(costs.status().message());
+  nlohmann::json rows = nlohmann::json::array();
+  if (!options.json) {
+    std::printf("| policy | slots | k | plain step ms | verify round ms | round / step | written KiB/round | copied KiB/round | state MiB |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  }
+  for (const VerifyCost& cost : *costs) {
+    rows.push_back({{"policy", cost.policy},
+                    {"slots", options.slots},
+                    {"draft_length", cost.draft_length},
+                    {"plain_seconds", cost.plain_seconds},
+                    {"round_seconds", cost.round_seconds},
+                    {"round_over_step", cost.round_seconds / cost.plain_seconds},
+                    {"bytes_written_per_round", cost.bytes_written_per_round},
+                    {"bytes_copied_per_round", cost.bytes_copied_per_round},
+                    {"state_bytes", cost.state_bytes}});
+    if (!options.json) {
+      std::printf("| %s | %d | %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f |\n", cost.policy.c_str(), options.slots,
+                  cost.draft_length, cost.plain_seconds * 1e3, cost.round_seconds * 1e3,
+                  cost.round_seconds / cost.plain_seconds, cost.bytes_written_per_round / 1024.0,
+                  cost.bytes_copied_per_round / 1024.0, cost.state_bytes / 1048576.0);
+      std::fflush(stdout);
+    }
+  }
+  if (options.json) std::printf("%s\n", rows.dump(1).c_str());
+  return 0;
+}
+
 int bench(const BenchOptions& options) {
+  if (!options.verify.empty()) return bench_verify(options);
   if (options.n_prompt < 1 || options.n_gen < 2 || options.reps < 1) {
     return report_error("bench needs -p >= 1, -n >= 2 and --reps >= 1");
   }
@@ -118,6 +182,11 @@ void register_bench(CLI::App& app, BenchOptions& options, int& exit_code) {
   cmd->add_option("-n,--n-gen", options.n_gen, "generated tokens")->capture_default_str();
   cmd->add_option("-r,--reps", options.reps, "repetitions (median reported)")->capture_default_str();
   cmd->add_flag("--json", options.json, "print JSON instead of a table");
+  cmd->add_option("--verify", options.verify,
+                  "draft lengths k, comma-separated: measure a verify round of 1 + k tokens against a plain step");
+  cmd->add_option("--rollback", options.rollback, "rollback policies for --verify, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--slots", options.slots, "slots verified together for --verify")->capture_default_str();
   cmd->callback([&options, &exit_code] { exit_code = bench(options); });
 }
 

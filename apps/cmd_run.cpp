@@ -141,6 +141,7 @@ nlohmann::json state_json(const StateReport& state) {
           {"snapshots", state.snapshots},
           {"checkpoint_copies", state.checkpoint_copies},
           {"scratch", state.scratch},
+          {"rewind", state.rewind},
           {"draft_model", state.draft_model}};
 }
 
@@ -304,6 +305,9 @@ void register_run(CLI::App& app, RunOptions& options, int& exit_code) {
   cmd->add_option("--draft-max", spec.draft_max, "most tokens drafted per round")->capture_default_str();
   cmd->add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
   cmd->add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
+      ->capture_default_str();
+  cmd->add_option("--rewind-depth", options.engine.rewind_depth,
+                  "committed tokens per slot kept exactly revocable (a lagging checkpoint per slot; 0: off)")
       ->capture_default_str();
   cmd->add_option("--ngram-min", spec.ngram_min, "shortest n-gram the ngram proposer matches")->capture_default_str();
   cmd->add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();

@@ -51,6 +51,9 @@ struct BenchOptions {
   int n_gen = 64;
   int reps = 3;
   bool json = false;
+  std::string verify;
+  std::string rollback = "replay,snapshot,checkpoint";
+  int slots = 1;
 };
 void register_bench(CLI::App& app, BenchOptions& options, int& exit_code);
 

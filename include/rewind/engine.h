@@ -33,6 +33,7 @@ struct EngineOptions {
   int n_ctx = 4096;         // positions per slot
   int n_slots = 1;          // sequences decoded together
   int n_batch = 512;        // most tokens in one forward (prompt chunking)
+  int rewind_depth = 0;     // committed tokens per slot that can be rolled back exactly; 0: off, no memory
   std::string chat_template;  // "chatml", "gemma" or "llama3"; empty: the family of the GGUF's template
   std::function<void(double fraction)> on_load_progress;  // may be empty
   SpecOptions spec;
@@ -115,6 +116,7 @@ struct StateReport {
   size_t snapshots = 0;
   size_t checkpoint_copies = 0;
   size_t scratch = 0;
+  size_t rewind = 0;       // --rewind-depth: lagging checkpoints and their rings of records
   size_t draft_model = 0;  // the draft model's own state, all kinds
 };
 

@@ -54,6 +54,32 @@ struct TwinModelOptions {
 // Quantized matrices are dequantized, perturbed and requantized to their own type; noise 0 copies the bytes.
 Status make_twin_model(const TwinModelOptions& options);
 
+// The cost of a speculative verify round against a plain decode step, per rollback policy: after a prompt,
+// each slot alternately decodes one token plainly, or verifies 1 + k tokens in a transaction and keeps the
+// first (the worst case: the whole draft rejected). Both advance the sequence by one token, so the ratio is
+// what a round costs over a step. Medians of reps.
+struct VerifyCostOptions {
+  std::string model_path;
+  int n_threads = 0;
+  int n_slots = 1;
+  int n_prompt = 64;
+  std::vector<int> draft_lengths{1, 2, 4, 8};
+  std::vector<std::string> policies{"replay", "snapshot", "checkpoint"};
+  int reps = 20;
+};
+
+struct VerifyCost {
+  std::string policy;
+  int draft_length = 0;              // k: the verify batch has 1 + k tokens per slot
+  double plain_seconds = 0.0;        // one plain step of all slots
+  double round_seconds = 0.0;        // one verify round of all slots (forward + commit)
+  size_t bytes_written_per_round = 0;  // by the rollback machinery, all slots
+  size_t bytes_copied_per_round = 0;   // of which full-state copies
+  size_t state_bytes = 0;            // recurrent state + what the policy keeps beside it, all slots
+};
+
+Result<std::vector<VerifyCost>> measure_verify_cost(const VerifyCostOptions& options);
+
 // Streams a buffer much larger than the caches with n_threads readers and returns GB/s (1e9 bytes/s):
 // the ceiling a memory-bound decode step can reach on this machine.
 double measure_read_bandwidth_gbps(int n_threads);

@@ -92,6 +92,10 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   if (options.n_threads < 0 || options.n_threads > 1024) {
     return Status::errorf("threads must be in [0, 1024], got {}", options.n_threads);
   }
+  if (options.rewind_depth < 0 || options.rewind_depth > options.n_ctx) {
+    return Status::errorf("rewind depth must be in [0, context size = {}], got {}", options.n_ctx,
+                          options.rewind_depth);
+  }
   REWIND_RETURN_IF_ERROR(validate_spec(options.spec, options));
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->options_ = options;
@@ -115,7 +119,7 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
         options.model_path, engine->model_->hparams().arch);
   }
   const state::StateOptions state_options{options.n_slots, options.n_ctx, policy,
-                                          speculating ? spec.draft_max + 1 : 0};
+                                          speculating ? spec.draft_max + 1 : 0, options.rewind_depth};
   engine->state_ = std::make_unique<state::ModelState>(engine->model_->kv_specs(), engine->model_->recurrent_specs(),
                                                        state_options);
   engine->forward_ = std::make_unique<model::ForwardContext>(*engine->model_, *engine->pool_, options.n_batch);
@@ -370,6 +374,7 @@ StateReport EngineImpl::state_report() const {
   report.snapshots = bytes.snapshots;
   report.checkpoint_copies = bytes.checkpoint_copies;
   report.scratch = bytes.scratch;
+  report.rewind = bytes.rewind;
   report.draft_model = proposer_ ? proposer_->state_bytes() : 0;
   return report;
 }
@@ -394,7 +399,7 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
     const int64_t n_rerun = newest - slot.n_computed;
     int64_t room = std::min<int64_t>(options_.n_ctx - 1 - newest, slot.request.max_tokens - slot.n_generated - 1);
     room = std::min<int64_t>(room, budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
-    int k = slot.policy->next_length(cost_, proposer_cost);
+    int k = slot.policy->next_length(cost_, proposer_cost, static_cast<int64_t>(decoding.size()));
     k = static_cast<int>(std::min<int64_t>(k, room));
     if (k < 1) continue;
     requests.push_back({index, std::span<const int32_t>(slot.tokens), k, &slot.sampler->params(), slot.n_prompt,

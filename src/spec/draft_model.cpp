@@ -15,7 +15,7 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
     return Status::errorf("{}: the draft model has {} tokens in its vocabulary, the target {}; they must match",
                           options.path, n_vocab, target_n_vocab);
   }
-  state::StateOptions state_options{options.n_slots, options.n_ctx, options.policy, options.max_draft};
+  state::StateOptions state_options{options.n_slots, options.n_ctx, options.policy, options.max_draft, 0};
   if (proposer->model_->recurrent_specs().size() > 0 && options.policy == state::RollbackPolicy::none) {
     return Status::errorf("{}: the draft model has recurrent layers; rollback policy 'none' cannot roll them back",
                           options.path);

@@ -15,9 +15,10 @@ class CostModel {
  public:
   static constexpr int kMaxTokens = 64;
   void observe(int64_t n_tokens, double seconds);
-  // cost(n) / cost(1): from measurements when both sizes were seen, else a memory-bound prior (a decode step
-  // streams the weights once whatever n is, plus a small per-token share).
-  double relative_cost(int64_t n_tokens) const;
+  // cost(n) / cost(base): measured when both sizes were seen, else from a straight line fitted to the sizes
+  // that were, else a prior of 0.3 of a step per extra token (between a memory-bound step, where extra tokens
+  // are nearly free, and the compute-bound cost of quantized weights on two cores).
+  double relative_cost(int64_t n_tokens, int64_t base_tokens = 1) const;
   // The measured seconds of an n-token forward, 0 until one was seen.
   double seconds(int64_t n_tokens) const;
 
@@ -37,8 +38,9 @@ class DraftPolicy {
  public:
   DraftPolicy(int draft_min, int draft_max, bool adaptive);
 
-  // The draft length for the next step: 0 = decode plainly, else in [draft_min, draft_max].
-  int next_length(const CostModel& cost, double proposer_cost_per_token);
+  // The draft length for the next step: 0 = decode plainly, else in [draft_min, draft_max]. batch_slots: the
+  // slots decoding in the same forward (all assumed to draft alike).
+  int next_length(const CostModel& cost, double proposer_cost_per_token, int64_t batch_slots);
   // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
   void record(int drafted, int accepted);
   // The estimated probability that a draft token is accepted given the previous one was.

@@ -8,6 +8,62 @@
 #include "kernels/cpu/gated_delta.h"
 
 namespace rwd::state {
+namespace {
+
+// Read-only rows of the four record arrays (LayerRecords), first row at index 0.
+struct RecordRows {
+  const float* conv_in;
+  const float* k;
+  const float* u;
+  const float* decay;
+};
+
+RecordRows rows_at(const LayerRecords& records, const RecurrentSpec& spec, int64_t first) {
+  return {records.conv_in + first * spec.conv_channels, records.k + first * spec.record_k_floats(),
+          records.u + first * spec.record_u_floats(), records.decay + first * spec.record_decay_floats()};
+}
+
+// Runs n records' tokens through a conv window (RecurrentCache layout), as the forward moved it.
+void apply_conv_records(const RecurrentSpec& spec, const float* conv_in, int64_t n, float* window) {
+  kernels::cpu::advance_conv_window(conv_in, n, spec.conv_channels, spec.conv_rows + 1, window);
+}
+
+// Applies n records to a recurrent state with the forward's arithmetic: bit-identical to running their tokens.
+void apply_delta_records(const RecurrentSpec& spec, const RecordRows& rows, int64_t n, float* ssm_state,
+                         ThreadPool* pool) {
+  if (spec.n_head == 0 || n == 0) return;
+  kernels::cpu::GatedDeltaStateIo io;
+  io.fold = {rows.k, rows.u, rows.decay, n};
+  kernels::cpu::gated_delta_rule_io(nullptr, nullptr, nullptr, nullptr, nullptr, 0, ssm_state, io, nullptr, nullptr,
+                                    spec.delta_params(), pool);
+}
+
+// Calls fn(array index, offset within the range, length) for the one or two contiguous pieces that ring entries
+// [begin, begin + n) (entry 0: the oldest) occupy in arrays of `capacity` entries whose entry 0 is at `head`.
+template <typename Fn>
+void for_each_ring_piece(int64_t head, int64_t capacity, int64_t begin, int64_t n, Fn&& fn) {
+  for (int64_t done = 0; done < n;) {
+    const int64_t at = (head + begin + done) % capacity;
+    const int64_t length = std::min(n - done, capacity - at);
+    fn(at, done, length);
+    done += length;
+  }
+}
+
+// Records that fall off a ring of `count` entries when n more are pushed: the oldest `from_ring` entries, then
+// the first `from_incoming` of the pushed ones (a push longer than the ring).
+struct RingOverflow {
+  int64_t from_ring;
+  int64_t from_incoming;
+};
+
+RingOverflow ring_overflow(int64_t count, int64_t capacity, int64_t n) {
+  const int64_t n_fold = std::max<int64_t>(0, count + n - capacity);
+  const int64_t from_ring = std::min(n_fold, count);
+  return {from_ring, n_fold - from_ring};
+}
+
+}  // namespace
 
 std::string_view rollback_policy_name(RollbackPolicy policy) {
   switch (policy) {
@@ -51,7 +107,7 @@ Result<CommitResult> Transaction::commit(int64_t n_keep) {
 ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<RecurrentSpec> recurrent_layers, int n_slots,
                        int64_t n_ctx)
     : ModelState(std::move(kv_layers), std::move(recurrent_layers),
-                 StateOptions{n_slots, n_ctx, RollbackPolicy::replay, 0}) {}
+                 StateOptions{n_slots, n_ctx, RollbackPolicy::replay, 0, 0}) {}
 
 ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<RecurrentSpec> recurrent_layers,
                        const StateOptions& options)
@@ -59,30 +115,45 @@ ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<Recurrent
       kv_(std::move(kv_layers), options.n_slots, options.n_ctx),
       recurrent_(std::move(recurrent_layers), options.n_slots),
       slots_(static_cast<size_t>(options.n_slots)),
+      ring_state_(static_cast<size_t>(options.n_slots)),
       counters_(static_cast<size_t>(options.n_slots)) {
   REWIND_CHECK(options.max_txn_tokens >= 0, "max_txn_tokens must not be negative, got {}", options.max_txn_tokens);
-  if (!has_recurrent_layers() || options.max_txn_tokens == 0) return;
+  REWIND_CHECK(options.rewind_depth >= 0, "rewind_depth must not be negative, got {}", options.rewind_depth);
+  if (!has_recurrent_layers()) return;
   int64_t max_conv = 0;
   for (int il = 0; il < recurrent_.n_layers(); ++il) {
     const RecurrentSpec& spec = recurrent_.spec(il);
     max_conv = std::max(max_conv, spec.conv_floats());
-    record_offset_.push_back(record_slot_floats_);
-    record_slot_floats_ += spec.record_floats() * record_capacity();
+    record_offset_.push_back(record_token_floats_);
+    record_token_floats_ += spec.record_floats();
   }
+  const size_t n_slots = slots_.size();
+  const int64_t depth = options.rewind_depth;
+  if (depth > 0) {
+    lagging_.assign(n_slots, std::vector<float>(static_cast<size_t>(recurrent_.slot_floats()), 0.0f));
+    rings_.assign(n_slots, std::vector<float>(static_cast<size_t>(record_token_floats_ * depth), 0.0f));
+  }
+  if (options.max_txn_tokens == 0) return;
   switch (options.policy) {
     case RollbackPolicy::replay:
+      // A commit's records stay pending until the next forward, which then logs a whole transaction after them.
+      record_capacity_ = 2 * options.max_txn_tokens;
       conv_scratch_.assign(static_cast<size_t>(max_conv), 0.0f);
-      records_.assign(slots_.size(), std::vector<float>(static_cast<size_t>(record_slot_floats_), 0.0f));
       break;
     case RollbackPolicy::snapshot:
-      copies_.assign(slots_.size(),
+      copies_.assign(n_slots,
                      std::vector<float>(static_cast<size_t>(recurrent_.slot_floats() * options.max_txn_tokens), 0.0f));
+      if (depth > 0) record_capacity_ = options.max_txn_tokens;
       break;
     case RollbackPolicy::checkpoint:
-      copies_.assign(slots_.size(), std::vector<float>(static_cast<size_t>(recurrent_.slot_floats()), 0.0f));
+      copies_.assign(n_slots, std::vector<float>(static_cast<size_t>(recurrent_.slot_floats()), 0.0f));
+      if (depth > 0) record_capacity_ = options.max_txn_tokens;
       break;
     case RollbackPolicy::none:
       break;
+  }
+  if (record_capacity_ > 0) {
+    records_.assign(n_slots, std::vector<float>(static_cast<size_t>(record_token_floats_ * record_capacity_), 0.0f));
   }
 }
 
@@ -91,6 +162,51 @@ void ModelState::reset_slot(int slot) {
   REWIND_CHECK(!slots_[slot].txn_open, "slot {}: reset while a transaction is open", slot);
   slots_[slot].pending_records = 0;
   recurrent_.reset(slot);
+  if (!lagging_.empty()) std::fill(lagging_[slot].begin(), lagging_[slot].end(), 0.0f);
+  ring_state_[slot] = SlotRing{};
+}
+
+Status ModelState::rewind(int slot, int64_t n_tokens) {
+  if (slot < 0 || slot >= n_slots()) return Status::errorf("slot {} is outside [0, {})", slot, n_slots());
+  const int64_t depth = options_.rewind_depth;
+  if (depth == 0) {
+    return Status::errorf("slot {}: cannot roll back committed tokens: none are kept (--rewind-depth 0)", slot);
+  }
+  if (n_tokens < 0) return Status::errorf("slot {}: cannot roll back {} committed tokens", slot, n_tokens);
+  if (slots_[slot].txn_open) {
+    return Status::errorf("slot {}: cannot roll back committed tokens while a transaction is open", slot);
+  }
+  SlotRing& ring = ring_state_[slot];
+  if (n_tokens > ring.count) {
+    return Status::errorf(
+        "slot {}: cannot roll back {} committed tokens, only the last {} are kept (--rewind-depth {})", slot,
+        n_tokens, ring.count, depth);
+  }
+  if (n_tokens == 0) return Status::ok();
+  const int64_t n_keep = ring.count - n_tokens;
+  // The checkpoint is rebuilt below from the lagging one and the ring, which holds the pending records' tokens.
+  slots_[slot].pending_records = 0;
+  if (has_recurrent_layers()) {
+    float* checkpoint = recurrent_.slot_data(slot);
+    std::copy_n(lagging_checkpoint(slot), recurrent_.slot_floats(), checkpoint);
+    for (int rl = 0; rl < recurrent_.n_layers(); ++rl) {
+      const RecurrentSpec& spec = recurrent_.spec(rl);
+      const LayerRecords records = ring_records(rl, slot);
+      for_each_ring_piece(ring.head, depth, 0, n_keep, [&](int64_t at, int64_t, int64_t length) {
+        const RecordRows rows = rows_at(records, spec, at);
+        apply_conv_records(spec, rows.conv_in, length, checkpoint + recurrent_.conv_offset(rl));
+        apply_delta_records(spec, rows, length, checkpoint + recurrent_.ssm_offset(rl), nullptr);
+      });
+    }
+    count_written(slot, static_cast<size_t>(recurrent_.slot_floats()) * sizeof(float), true);
+  }
+  ring.count = n_keep;
+  return Status::ok();
+}
+
+int64_t ModelState::rewindable(int slot) const {
+  REWIND_CHECK(slot >= 0 && slot < n_slots(), "slot {} out of range", slot);
+  return ring_state_[slot].count;
 }
 
 Result<Transaction> ModelState::begin(int slot, int32_t first_position) {
@@ -124,12 +240,18 @@ SpanState ModelState::span_state(int slot, bool in_txn, bool first_run_of_slot) 
   SpanState span;
   span.n_fold = first_run_of_slot ? txn.pending_records : 0;
   span.log_base = txn.pending_records;
-  if (!in_txn || !has_recurrent_layers()) return span;
+  if (!has_recurrent_layers()) return span;
+  const bool rewinding = options_.rewind_depth > 0;
+  if (!in_txn) {
+    if (rewinding) span.records = SpanState::Records::ring;
+    return span;
+  }
   span.n_ahead = txn.txn_tokens;
   span.txn_index = txn.txn_tokens;
   if (options_.policy == RollbackPolicy::replay) span.mode = SpanState::Mode::replay;
   if (options_.policy == RollbackPolicy::snapshot) span.mode = SpanState::Mode::snapshot;
   span.backup_first = options_.policy == RollbackPolicy::checkpoint && txn.txn_tokens == 0;
+  if (options_.policy == RollbackPolicy::replay || rewinding) span.records = SpanState::Records::log;
   return span;
 }
 
@@ -138,17 +260,100 @@ float* ModelState::backup(int slot) {
   return copies_[slot].data();
 }
 
-LayerRecords ModelState::records(int rl, int slot) {
-  REWIND_CHECK(!records_.empty(), "records asked of a state without a replay log");
+LayerRecords ModelState::layer_records(float* block, int rl, int64_t capacity) {
   const RecurrentSpec& spec = recurrent_.spec(rl);
-  const int64_t cap = record_capacity();
-  float* base = records_[slot].data() + record_offset_[rl];
   LayerRecords log;
-  log.conv_in = base;
-  log.k = log.conv_in + cap * spec.conv_channels;
-  log.u = log.k + cap * spec.record_k_floats();
-  log.decay = log.u + cap * spec.record_u_floats();
+  log.conv_in = block + record_offset_[rl] * capacity;
+  log.k = log.conv_in + capacity * spec.conv_channels;
+  log.u = log.k + capacity * spec.record_k_floats();
+  log.decay = log.u + capacity * spec.record_u_floats();
   return log;
+}
+
+LayerRecords ModelState::records(int rl, int slot) {
+  REWIND_CHECK(!records_.empty(), "records asked of a state without a record log");
+  return layer_records(records_[slot].data(), rl, record_capacity_);
+}
+
+LayerRecords ModelState::ring_records(int rl, int slot) {
+  REWIND_CHECK(!rings_.empty(), "rewind records asked of a state without a rewind depth");
+  return layer_records(rings_[slot].data(), rl, options_.rewind_depth);
+}
+
+float* ModelState::lagging_checkpoint(int slot) {
+  REWIND_CHECK(!lagging_.empty(), "the lagging checkpoint asked of a state without a rewind depth");
+  return lagging_[slot].data();
+}
+
+void ModelState::push_conv_records(int rl, int slot, const float* conv_in, int64_t n) {
+  const RecurrentSpec& spec = recurrent_.spec(rl);
+  const int64_t width = spec.conv_channels;
+  const int64_t depth = options_.rewind_depth;
+  const SlotRing& ring = ring_state_[slot];
+  float* ring_conv = ring_records(rl, slot).conv_in;
+  float* window = lagging_checkpoint(slot) + recurrent_.conv_offset(rl);
+  const RingOverflow overflow = ring_overflow(ring.count, depth, n);
+  for_each_ring_piece(ring.head, depth, 0, overflow.from_ring, [&](int64_t at, int64_t, int64_t length) {
+    apply_conv_records(spec, ring_conv + at * width, length, window);
+  });
+  apply_conv_records(spec, conv_in, overflow.from_incoming, window);
+  const int64_t n_stored = n - overflow.from_incoming;
+  for_each_ring_piece(ring.head, depth, ring.count + overflow.from_incoming, n_stored,
+                      [&](int64_t at, int64_t offset, int64_t length) {
+                        std::copy_n(conv_in + (overflow.from_incoming + offset) * width, length * width,
+                                    ring_conv + at * width);
+                      });
+  size_t written = static_cast<size_t>(n_stored * width);
+  if (overflow.from_ring + overflow.from_incoming > 0) written += static_cast<size_t>(spec.conv_floats());
+  count_written(slot, written * sizeof(float), false);
+}
+
+void ModelState::push_delta_records(int rl, int slot, const float* k, const float* u, const float* decay, int64_t n,
+                                    ThreadPool* pool) {
+  const RecurrentSpec& spec = recurrent_.spec(rl);
+  const int64_t depth = options_.rewind_depth;
+  const SlotRing& ring = ring_state_[slot];
+  const LayerRecords records = ring_records(rl, slot);
+  float* ssm_state = lagging_checkpoint(slot) + recurrent_.ssm_offset(rl);
+  const RingOverflow overflow = ring_overflow(ring.count, depth, n);
+  for_each_ring_piece(ring.head, depth, 0, overflow.from_ring, [&](int64_t at, int64_t, int64_t length) {
+    apply_delta_records(spec, rows_at(records, spec, at), length, ssm_state, pool);
+  });
+  apply_delta_records(spec, {nullptr, k, u, decay}, overflow.from_incoming, ssm_state, pool);
+  const int64_t n_stored = n - overflow.from_incoming;
+  const int64_t k_floats = spec.record_k_floats();
+  const int64_t u_floats = spec.record_u_floats();
+  const int64_t decay_floats = spec.record_decay_floats();
+  for_each_ring_piece(ring.head, depth, ring.count + overflow.from_incoming, n_stored,
+                      [&](int64_t at, int64_t offset, int64_t length) {
+                        const int64_t from = overflow.from_incoming + offset;
+                        std::copy_n(k + from * k_floats, length * k_floats, records.k + at * k_floats);
+                        std::copy_n(u + from * u_floats, length * u_floats, records.u + at * u_floats);
+                        std::copy_n(decay + from * decay_floats, length * decay_floats,
+                                    records.decay + at * decay_floats);
+                      });
+  size_t written = static_cast<size_t>(n_stored * (k_floats + u_floats + decay_floats));
+  if (overflow.from_ring + overflow.from_incoming > 0) written += static_cast<size_t>(spec.ssm_floats());
+  count_written(slot, written * sizeof(float), false);
+}
+
+void ModelState::push_log_to_ring(int slot, int64_t from, int64_t n) {
+  if (n == 0) return;
+  for (int rl = 0; rl < recurrent_.n_layers(); ++rl) {
+    const RecurrentSpec& spec = recurrent_.spec(rl);
+    const RecordRows rows = rows_at(records(rl, slot), spec, from);
+    push_conv_records(rl, slot, rows.conv_in, n);
+    if (spec.n_head > 0) push_delta_records(rl, slot, rows.k, rows.u, rows.decay, n, nullptr);
+  }
+  advance_ring(slot, n);
+}
+
+void ModelState::advance_ring(int slot, int64_t n_pushed) {
+  SlotRing& ring = ring_state_[slot];
+  const RingOverflow overflow = ring_overflow(ring.count, options_.rewind_depth, n_pushed);
+  const int64_t n_folded = overflow.from_ring + overflow.from_incoming;
+  ring.head = (ring.head + n_folded) % options_.rewind_depth;
+  ring.count += n_pushed - n_folded;
 }
 
 float* ModelState::snapshot(int slot, int64_t i) {
@@ -160,7 +365,7 @@ float* ModelState::snapshot(int slot, int64_t i) {
 void ModelState::finish_forward(int slot, int64_t n_plain, int64_t n_txn) {
   SlotTxn& txn = slots_[slot];
   REWIND_CHECK(n_txn == 0 || txn.txn_open, "slot {}: transaction tokens without a transaction", slot);
-  (void)n_plain;
+  if (options_.rewind_depth > 0) advance_ring(slot, n_plain);
   txn.txn_tokens += n_txn;
   if (txn.pending_records > 0) drop_records(slot, txn.pending_records);
   txn.pending_records = 0;
@@ -208,6 +413,8 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
   CommitResult result;
   result.n_kept = n_keep;
   const size_t slot_bytes = static_cast<size_t>(recurrent_.slot_floats()) * sizeof(float);
+  const int64_t log_base = txn.pending_records;
+  int64_t n_committed = n_keep;  // what enters the rewind ring now
   if (has_recurrent_layers()) {
     switch (options_.policy) {
       case RollbackPolicy::replay:
@@ -226,12 +433,14 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
           std::copy_n(copies_[slot].data(), recurrent_.slot_floats(), recurrent_.slot_data(slot));
           count_written(slot, slot_bytes, true);
           result.n_rerun = n_keep;
+          n_committed = 0;  // the re-run commits them, as plain tokens
         }
         break;
       case RollbackPolicy::none:
         break;
     }
   }
+  if (options_.rewind_depth > 0) push_log_to_ring(slot, log_base, n_committed);
   ++counters_[slot].commits;
   if (n_keep < txn.txn_tokens) {
     ++counters_[slot].rollbacks;
@@ -253,14 +462,9 @@ void ModelState::flush(int slot) {
   if (n == 0) return;
   for (int rl = 0; rl < recurrent_.n_layers(); ++rl) {
     const RecurrentSpec& spec = recurrent_.spec(rl);
-    const LayerRecords log = records(rl, slot);
-    kernels::cpu::advance_conv_window(log.conv_in, n, spec.conv_channels, spec.conv_rows + 1,
-                                      recurrent_.conv_window(rl, slot));
-    if (spec.n_head == 0) continue;
-    kernels::cpu::GatedDeltaStateIo io;
-    io.fold = {log.k, log.u, log.decay, n};
-    kernels::cpu::gated_delta_rule_io(nullptr, nullptr, nullptr, nullptr, nullptr, 0, recurrent_.ssm_state(rl, slot),
-                                      io, nullptr, nullptr, spec.delta_params(), nullptr);
+    const RecordRows rows = rows_at(records(rl, slot), spec, 0);
+    apply_conv_records(spec, rows.conv_in, n, recurrent_.conv_window(rl, slot));
+    apply_delta_records(spec, rows, n, recurrent_.ssm_state(rl, slot), nullptr);
   }
   count_written(slot, recurrent_.slot_floats() * sizeof(float), false);
   drop_records(slot, n);
@@ -268,7 +472,7 @@ void ModelState::flush(int slot) {
 }
 
 size_t ModelState::record_bytes_per_slot() const {
-  return records_.empty() ? 0 : static_cast<size_t>(record_slot_floats_) * sizeof(float);
+  return records_.empty() ? 0 : records_[0].size() * sizeof(float);
 }
 
 StateBytes ModelState::bytes(int n_threads) const {
@@ -277,13 +481,18 @@ StateBytes ModelState::bytes(int n_threads) const {
   bytes.kv = kv_.bytes_per_slot() * n;
   bytes.conv = recurrent_.conv_bytes_per_slot() * n;
   bytes.recurrent = recurrent_.ssm_bytes_per_slot() * n;
-  bytes.records = record_bytes_per_slot() * n;
+  const size_t log_bytes = record_bytes_per_slot() * n;
+  const bool log_for_rewind = options_.policy != RollbackPolicy::replay;
+  bytes.records = log_for_rewind ? 0 : log_bytes;
+  bytes.rewind = log_for_rewind ? log_bytes : 0;
+  for (const auto& lagging : lagging_) bytes.rewind += lagging.size() * sizeof(float);
+  for (const auto& ring : rings_) bytes.rewind += ring.size() * sizeof(float);
   for (const auto& copy : copies_) {
     const size_t copy_bytes = copy.size() * sizeof(float);
     if (options_.policy == RollbackPolicy::snapshot) bytes.snapshots += copy_bytes;
     if (options_.policy == RollbackPolicy::checkpoint) bytes.checkpoint_copies += copy_bytes;
   }
-  if (!records_.empty()) {
+  if (!conv_scratch_.empty()) {
     int64_t max_head = 0;
     for (int il = 0; il < recurrent_.n_layers(); ++il) {
       const RecurrentSpec& spec = recurrent_.spec(il);

@@ -8,7 +8,8 @@
 //
 // A transaction destroyed without commit rolls all of its tokens back. KV rows need no rollback (rows past a
 // slot's length are never read), so transactions only concern the recurrent layers; a model without them
-// accepts every policy. Nothing here reads or writes another slot's rows.
+// accepts every policy. With a rewind depth R, committed tokens can be taken back too (rewind(): the lagging
+// checkpoint and its ring of the last R tokens' records). Nothing here reads or writes another slot's rows.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,10 @@
 #include "state/recurrent_cache.h"
 #include "state/rollback_policy.h"
 
+namespace rwd {
+class ThreadPool;
+}
+
 namespace rwd::state {
 
 struct StateOptions {
@@ -27,6 +32,7 @@ struct StateOptions {
   int64_t n_ctx = 0;
   RollbackPolicy policy = RollbackPolicy::replay;
   int64_t max_txn_tokens = 0;  // most tokens one transaction may run (1 + draft length); 0: no transactions
+  int64_t rewind_depth = 0;    // committed tokens per slot that rewind() can take back; 0: none, no memory
 };
 
 // Bytes of state held for all slots, by kind (the `state` object of the run report).
@@ -38,7 +44,12 @@ struct StateBytes {
   size_t snapshots = 0;
   size_t checkpoint_copies = 0;
   size_t scratch = 0;
-  size_t total() const { return kv + conv + recurrent + records + snapshots + checkpoint_copies + scratch; }
+  // The rewind depth's: lagging checkpoints, rings of records, and the transaction record log that the
+  // snapshot and checkpoint policies keep only for the ring.
+  size_t rewind = 0;
+  size_t total() const {
+    return kv + conv + recurrent + records + snapshots + checkpoint_copies + scratch + rewind;
+  }
 };
 
 // What rolling back has cost so far, over all slots.
@@ -65,6 +76,11 @@ struct SpanState {
   // Checkpoint policy, the transaction's first run: copy each layer's state to the backup just before the
   // layer runs it, so plain tokens ahead of it in the same forward (a re-run) are part of the backup.
   bool backup_first = false;
+  // Where the run's per-token records go. A transaction's tokens write them to the log at log_base + n_ahead
+  // (always with replay; with the other policies only for the rewind ring, which commit fills from the log).
+  // Plain tokens are committed as they run: with a rewind depth their records go straight to the ring.
+  enum class Records { none, log, ring };
+  Records records = Records::none;
 };
 
 // One recurrent layer's record log for one slot: entry t of each array belongs to the same token.
@@ -130,12 +146,25 @@ class ModelState {
   int64_t max_txn_tokens() const { return options_.max_txn_tokens; }
   bool has_recurrent_layers() const { return recurrent_.n_layers() > 0; }
 
-  // A new sequence in `slot`: recurrent state back to zero, no pending records; refused while a transaction
-  // is open on the slot (a programming error).
+  // A new sequence in `slot`: recurrent state and lagging checkpoint back to zero, no pending records, an
+  // empty rewind ring; refused while a transaction is open on the slot (a programming error).
   void reset_slot(int slot);
 
   // Applies a slot's pending records (lazy commit) to its checkpoint now.
   void flush(int slot);
+
+  // Rolls back the last n_tokens committed tokens of a slot, bit-identical to a state that ran only the tokens
+  // before them: the lagging checkpoint is copied over the checkpoint and the ring's older records replayed
+  // onto it; the ring keeps those. Committed tokens include those of a lazy commit whose records are still
+  // pending (they are dropped: the rebuilt checkpoint holds what is kept of them) and exclude a checkpoint
+  // policy's kept tokens until they are re-run. KV rows need nothing: the caller's length goes down by
+  // n_tokens. Refused (state unchanged) with no rewind depth, a negative count, more tokens than rewindable(),
+  // or a transaction open on the slot.
+  Status rewind(int slot, int64_t n_tokens);
+  // Committed tokens rewind() can take back now: the records in the slot's ring, at most rewind_depth (fewer
+  // early in a sequence, and after a rewind until as many tokens have been committed again).
+  int64_t rewindable(int slot) const;
+  int64_t rewind_depth() const { return options_.rewind_depth; }
 
   // Opens a transaction on a slot: its tokens at positions >= first_position run under the policy. Errors:
   // no transactions configured, policy none with recurrent layers, a transaction already open on the slot.
@@ -153,14 +182,27 @@ class ModelState {
   // Checks that n tokens more fit the slot's open transaction.
   Status check_txn_room(int slot, int64_t n_tokens) const;
   SpanState span_state(int slot, bool in_txn, bool first_run_of_slot) const;
+  // The transaction record log: record_capacity() entries per layer and slot, index 0 the oldest.
   LayerRecords records(int rl, int slot);
+  int64_t record_capacity() const { return record_capacity_; }
+  // The rewind ring's arrays (rewind_depth entries per layer and slot; the ring's order is internal) and the
+  // lagging checkpoint (RecurrentCache slot layout), for inspection.
+  LayerRecords ring_records(int rl, int slot);
+  float* lagging_checkpoint(int slot);
+  // Layer rl's share of committing n tokens to a slot's rewind ring (their records, oldest first): records
+  // that no longer fit are folded into the lagging checkpoint, the rest stored. Every layer pushes the same n
+  // before the ring's counters move (finish_forward, commit). pool may be null.
+  void push_conv_records(int rl, int slot, const float* conv_in, int64_t n);
+  void push_delta_records(int rl, int slot, const float* k, const float* u, const float* decay, int64_t n,
+                          ThreadPool* pool);
   // Snapshot i of a slot's open transaction: the state after its token i (RecurrentCache slot layout).
   float* snapshot(int slot, int64_t i);
   // The checkpoint policy's backup of a slot (RecurrentCache slot layout).
   float* backup(int slot);
   // A conv window's worth of scratch for the replay mode's copy (any layer).
   float* conv_scratch() { return conv_scratch_.data(); }
-  // After a forward: the slot ran n_plain tokens in place and then n_txn tokens of its transaction.
+  // After a forward: the slot ran n_plain tokens in place (committed: they enter the rewind ring) and then
+  // n_txn tokens of its transaction.
   void finish_forward(int slot, int64_t n_plain, int64_t n_txn);
   // Accounting hook for the blocks: bytes the rollback machinery wrote for a slot during a forward.
   void count_written(int slot, size_t bytes, bool full_copy);
@@ -176,21 +218,35 @@ class ModelState {
     bool folded_this_forward = false;
   };
 
+  // A slot's rewind ring: entry i (0 the oldest) of each layer's arrays sits at (head + i) % rewind_depth.
+  struct SlotRing {
+    int64_t head = 0;
+    int64_t count = 0;
+  };
+
   Result<CommitResult> commit(int slot, int64_t n_keep);
   void roll_back(int slot);
-  void apply_records_now(int slot, int64_t n);
   void drop_records(int slot, int64_t n_from_front);
-  int64_t record_capacity() const { return 2 * options_.max_txn_tokens; }
+  LayerRecords layer_records(float* block, int rl, int64_t capacity);
+  // Moves every layer's n records at log index `from` to the ring, then the ring's counters.
+  void push_log_to_ring(int slot, int64_t from, int64_t n);
+  void advance_ring(int slot, int64_t n_pushed);
   size_t record_bytes_per_slot() const;
 
   StateOptions options_;
   KvCache kv_;
   RecurrentCache recurrent_;
   std::vector<SlotTxn> slots_;
-  // Replay: per slot, per layer, the record arrays of LayerRecords (capacity record_capacity() each).
+  // Per slot, per layer, the record arrays of LayerRecords (capacity record_capacity() each): with replay, and
+  // with the other policies when there is a rewind depth.
   std::vector<std::vector<float>> records_;
-  std::vector<int64_t> record_offset_;  // per layer: floats into a slot's record block
-  int64_t record_slot_floats_ = 0;
+  int64_t record_capacity_ = 0;
+  std::vector<int64_t> record_offset_;  // per layer: one token's records of the layers before it, floats
+  int64_t record_token_floats_ = 0;     // one token's records, all layers
+  // Rewind depth: per slot, the lagging checkpoint and the ring (record_offset_ layout, capacity rewind_depth).
+  std::vector<std::vector<float>> lagging_;
+  std::vector<std::vector<float>> rings_;
+  std::vector<SlotRing> ring_state_;
   // Snapshot: per slot, max_txn_tokens full copies. Checkpoint: per slot, one backup copy.
   std::vector<std::vector<float>> copies_;
   std::vector<float> conv_scratch_;

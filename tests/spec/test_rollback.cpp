@@ -158,7 +158,7 @@ class Rollback : public ::testing::TestWithParam<Param> {
 
   std::unique_ptr<state::ModelState> make_state(int n_slots) const {
     return std::make_unique<state::ModelState>(model_->kv_specs(), model_->recurrent_specs(),
-                                               state::StateOptions{n_slots, kCtx, policy(), kMaxTxn});
+                                               state::StateOptions{n_slots, kCtx, policy(), kMaxTxn, 0});
   }
 
   // The prompt in one batch (bit-identical to one token at a time: test_hybrid_invariance), then one token per
@@ -441,7 +441,7 @@ TEST_P(Rollback, RefusalsLeaveTheStateUnchanged) {
     ASSERT_FALSE(txn.is_ok());
     EXPECT_TRUE(contains(txn.status().message(), "max_txn_tokens is 0")) << txn.status().message();
     state::ModelState none(model_->kv_specs(), model_->recurrent_specs(),
-                           state::StateOptions{1, kCtx, RollbackPolicy::none, kMaxTxn});
+                           state::StateOptions{1, kCtx, RollbackPolicy::none, kMaxTxn, 0});
     auto refused = none.begin(0, 0);
     ASSERT_FALSE(refused.is_ok());
     EXPECT_TRUE(contains(refused.status().message(), "'none'")) << refused.status().message();

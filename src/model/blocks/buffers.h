@@ -21,6 +21,8 @@ enum BufferIndex : int {
   kBufferHeadParams = 13, // per-head scalars (beta, decay logits)
   kBufferHeadParams2 = 14,
   kBufferRecurrentOut = 15,
+  kBufferRecordU = 16,      // recurrent_io: plain tokens' delta-rule records for the rewind ring
+  kBufferRecordDecay = 17,
 };
 
 }  // namespace rwd::model::blocks

@@ -3,17 +3,22 @@
 #include <algorithm>
 
 #include "kernels/cpu/conv1d.h"
+#include "model/blocks/buffers.h"
 
 namespace rwd::model::blocks {
 namespace {
 
 using Mode = state::SpanState::Mode;
+using Records = state::SpanState::Records;
 
 // The state a snapshot-mode token starts from: the checkpoint for the transaction's first token, else the
 // previous token's snapshot.
 float* snapshot_source(state::ModelState& state, int slot, int64_t txn_index) {
   return txn_index == 0 ? state.recurrent().slot_data(slot) : state.snapshot(slot, txn_index - 1);
 }
+
+// The log index of a run's first record.
+int64_t first_log_record(const state::SpanState& io) { return io.log_base + io.n_ahead; }
 
 }  // namespace
 
@@ -35,17 +40,14 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
   switch (io.mode) {
     case Mode::in_place:
       kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, window, out);
-      return;
+      break;
     case Mode::replay: {
-      const state::LayerRecords log = state.records(rl, slot);
       float* scratch = state.conv_scratch();
       std::copy_n(window, window_floats, scratch);
-      kernels::cpu::advance_conv_window(log.conv_in + io.log_base * n_channels, io.n_ahead, n_channels, d_conv,
-                                        scratch);
+      kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in + io.log_base * n_channels, io.n_ahead,
+                                        n_channels, d_conv, scratch);
       kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
-      std::copy_n(x, n * n_channels, log.conv_in + (io.log_base + io.n_ahead) * n_channels);
-      state.count_written(slot, static_cast<size_t>(n * n_channels) * sizeof(float), false);
-      return;
+      break;
     }
     case Mode::snapshot: {
       const int64_t offset = state.recurrent().conv_offset(rl);
@@ -57,8 +59,19 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
                                     out + t * n_channels);
       }
       state.count_written(slot, static_cast<size_t>(n * window_floats) * sizeof(float), true);
-      return;
+      break;
     }
+  }
+  switch (io.records) {
+    case Records::none:
+      return;
+    case Records::log:
+      std::copy_n(x, n * n_channels, state.records(rl, slot).conv_in + first_log_record(io) * n_channels);
+      state.count_written(slot, static_cast<size_t>(n * n_channels) * sizeof(float), false);
+      return;
+    case Records::ring:
+      state.push_conv_records(rl, slot, x, n);
+      return;
   }
 }
 
@@ -70,6 +83,8 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
   const int64_t n = run.span.end - run.span.begin;
   const state::SpanState& io = run.state;
   const state::RecurrentSpec& spec = state.recurrent().spec(rl);
+  const int64_t u_floats = spec.record_u_floats();
+  const int64_t decay_floats = spec.record_decay_floats();
   float* checkpoint = state.recurrent().ssm_state(rl, slot);
   if (io.backup_first) {
     std::copy_n(checkpoint, spec.ssm_floats(), state.backup(slot) + state.recurrent().ssm_offset(rl));
@@ -80,27 +95,23 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
     const state::LayerRecords log = state.records(rl, slot);
     kernel_io.fold = {log.k, log.u, log.decay, io.n_fold};
     const int64_t ahead = io.log_base;
-    kernel_io.ahead = {log.k + ahead * spec.record_k_floats(), log.u + ahead * spec.record_u_floats(),
-                       log.decay + ahead * spec.record_decay_floats(), io.n_ahead};
+    kernel_io.ahead = {log.k + ahead * spec.record_k_floats(), log.u + ahead * u_floats,
+                       log.decay + ahead * decay_floats, io.n_ahead};
   }
+  // Where the kernel writes the tokens' corrections: the log, or for the ring a per-forward scratch, since the
+  // ring's oldest entries (which the new ones may overwrite) are folded into the lagging checkpoint only after.
+  float* u_out = nullptr;
+  if (io.records == Records::log) u_out = state.records(rl, slot).u + first_log_record(io) * u_floats;
+  if (io.records == Records::ring) u_out = ctx.buffer(kBufferRecordU, n * u_floats);
   switch (io.mode) {
     case Mode::in_place:
-      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, nullptr, params,
-                                        &ctx.pool());
-      return;
+      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, u_out, params, &ctx.pool());
+      break;
     case Mode::replay: {
-      const state::LayerRecords log = state.records(rl, slot);
-      const int64_t at = io.log_base + io.n_ahead;  // this run's first record
       kernel_io.read_only = true;
-      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out,
-                                        log.u + at * spec.record_u_floats(), params, &ctx.pool());
-      std::copy_n(k, n * spec.record_k_floats(), log.k + at * spec.record_k_floats());
-      kernels::cpu::gated_delta_decay(g, log.decay + at * spec.record_decay_floats(), n * spec.record_decay_floats());
-      size_t written = static_cast<size_t>(n * (spec.record_k_floats() + spec.record_u_floats() +
-                                                spec.record_decay_floats())) * sizeof(float);
-      if (io.n_fold > 0) written += static_cast<size_t>(spec.ssm_floats()) * sizeof(float);
-      state.count_written(slot, written, false);
-      return;
+      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, u_out, params, &ctx.pool());
+      if (io.n_fold > 0) state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
+      break;
     }
     case Mode::snapshot: {
       const int64_t offset = state.recurrent().ssm_offset(rl);
@@ -112,9 +123,28 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
         kernels::cpu::gated_delta_rule(q + t * n_head_k * params.head_k_dim, k + t * n_head_k * params.head_k_dim,
                                        v + t * params.n_head_v * params.head_v_dim, g + t * params.n_head_v,
                                        beta + t * params.n_head_v, 1, target, out + t * params.n_head_v * params.head_v_dim,
-                                       nullptr, params, &ctx.pool());
+                                       u_out != nullptr ? u_out + t * u_floats : nullptr, params, &ctx.pool());
       }
       state.count_written(slot, static_cast<size_t>(n * spec.ssm_floats()) * sizeof(float), true);
+      break;
+    }
+  }
+  switch (io.records) {
+    case Records::none:
+      return;
+    case Records::log: {
+      const state::LayerRecords log = state.records(rl, slot);
+      const int64_t at = first_log_record(io);
+      std::copy_n(k, n * spec.record_k_floats(), log.k + at * spec.record_k_floats());
+      kernels::cpu::gated_delta_decay(g, log.decay + at * decay_floats, n * decay_floats);
+      state.count_written(
+          slot, static_cast<size_t>(n * (spec.record_k_floats() + u_floats + decay_floats)) * sizeof(float), false);
+      return;
+    }
+    case Records::ring: {
+      float* decay = ctx.buffer(kBufferRecordDecay, n * decay_floats);
+      kernels::cpu::gated_delta_decay(g, decay, n * decay_floats);
+      state.push_delta_records(rl, slot, k, u_out, decay, n, &ctx.pool());
       return;
     }
   }

@@ -1,8 +1,9 @@
 // How a recurrent block's conv and delta rule meet the slot's state under the rollback policy (DESIGN §5):
 // in place on the checkpoint (plain tokens; pending records of a lazy commit are folded in first), on a copy
-// that leaves per-token records (replay), or writing one full snapshot per token (snapshot). Every recurrent
-// block (Gated DeltaNet, short conv, and later KDA and Mamba2) goes through these, so a new block gets every
-// policy by calling them.
+// that leaves per-token records (replay), or writing one full snapshot per token (snapshot). With a rewind
+// depth every token also leaves its records: a transaction's in the log, plain tokens' in the rewind ring.
+// Every recurrent block (Gated DeltaNet, short conv, and later KDA and Mamba2) goes through these, so a new
+// block gets every policy, and rewinding, by calling them.
 #pragma once
 
 #include <cstdint>

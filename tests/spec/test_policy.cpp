@@ -1,0 +1,102 @@
+// The draft-length policy against the expected-tokens-per-cost rule worked out by hand: long drafts when
+// acceptance is high and verify batches are cheap, short ones when batches are expensive, plain decoding (and
+// a periodic probe) when speculation cannot pay; and the cost model's fit of measured forward times.
+// links: rewind_spec
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "spec/policy.h"
+
+namespace rwd::spec {
+namespace {
+
+CostModel linear_cost(double step_seconds, double per_token_seconds) {
+  CostModel cost;
+  for (int n = 1; n <= 9; ++n) cost.observe(n, step_seconds + per_token_seconds * (n - 1));
+  return cost;
+}
+
+void feed(DraftPolicy& policy, int rounds, int drafted, int accepted) {
+  for (int i = 0; i < rounds; ++i) policy.record(drafted, accepted);
+}
+
+TEST(CostModel, MeasuredRatiosAndAFittedLineForUnmeasuredSizes) {
+  CostModel cost;
+  EXPECT_DOUBLE_EQ(cost.relative_cost(5), 1.0 + 0.3 * 4);  // the prior
+  cost.observe(1, 0.004);
+  cost.observe(3, 0.006);
+  EXPECT_DOUBLE_EQ(cost.relative_cost(3), 1.5);
+  // t(n) = 0.003 + 0.001 n through the two sizes: t(9) / t(1) = 0.012 / 0.004.
+  EXPECT_NEAR(cost.relative_cost(9), 3.0, 1e-9);
+  EXPECT_NEAR(cost.relative_cost(9, 3), 2.0, 1e-9);
+  cost.observe(0, 1.0);    // ignored: out of range
+  cost.observe(2, -1.0);   // ignored: not a time
+  EXPECT_DOUBLE_EQ(cost.seconds(2), 0.0);
+}
+
+TEST(DraftPolicy, HighAcceptanceAndCheapVerifyDraftLong) {
+  const CostModel cost = linear_cost(0.010, 0.0005);  // an extra token costs 5 % of a step
+  DraftPolicy policy(1, 8, true);
+  feed(policy, 60, 8, 8);
+  EXPECT_GT(policy.acceptance(), 0.95);
+  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 8);
+}
+
+TEST(DraftPolicy, ExpensiveVerifyKeepsDraftsShort) {
+  // Acceptance 0.7 and an extra token costing 40 % of a step: expected tokens per cost peaks at k = 1 or 2,
+  // (1 + a) / 1.4 = 1.21, (1 + a + a^2) / 1.8 = 1.22, (1 + a + a^2 + a^3) / 2.2 = 1.16.
+  const CostModel cost = linear_cost(0.010, 0.004);
+  DraftPolicy policy(1, 8, true);
+  for (int i = 0; i < 200; ++i) policy.record(10, 7);  // 7 accepted then a rejection: 7 of 8 evaluated
+  const double a = policy.acceptance();
+  ASSERT_NEAR(a, 7.0 / 8.0, 0.01);
+  int best = 0;
+  double best_gain = 0.0;
+  for (int k = 1; k <= 8; ++k) {
+    const double gain = (1.0 - std::pow(a, k + 1)) / (1.0 - a) / (1.0 + 0.4 * k);
+    if (gain > best_gain) {
+      best_gain = gain;
+      best = k;
+    }
+  }
+  EXPECT_EQ(policy.next_length(cost, 0.0, 1), best);
+}
+
+TEST(DraftPolicy, LosingSpeculationFallsBackAndProbesAgain) {
+  const CostModel cost = linear_cost(0.004, 0.002);  // an extra token costs half a step
+  DraftPolicy policy(1, 8, true);
+  feed(policy, 40, 4, 0);  // nothing is ever accepted
+  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 0);
+  EXPECT_EQ(policy.decisions().fallbacks, 1);
+  int plain = 1;
+  while (plain < 100 && policy.next_length(cost, 0.0, 1) == 0) ++plain;
+  EXPECT_EQ(plain, 32) << "a probe round of draft_min tokens after 32 plain steps";
+  EXPECT_EQ(policy.decisions().plain_steps, 32);
+  policy.record(1, 0);  // the probe failed: back to plain decoding
+  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 0);
+  EXPECT_EQ(policy.decisions().fallbacks, 2);
+}
+
+TEST(DraftPolicy, FixedLengthIgnoresTheMeasurements) {
+  const CostModel cost = linear_cost(0.004, 0.004);
+  DraftPolicy policy(2, 5, false);
+  feed(policy, 40, 5, 0);
+  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 5);
+}
+
+TEST(DraftPolicy, SharedBatchesCompareAgainstAStepOfAllSlots) {
+  // Four slots: a plain step is 4 tokens, a round 4 (k + 1); with t(n) = 10 ms + 1 ms n, k = 2 costs
+  // t(12) / t(4) = 22 / 14, not t(3) / t(1).
+  CostModel cost;
+  for (int n = 1; n <= 40; ++n) cost.observe(n, 0.010 + 0.001 * n);
+  EXPECT_NEAR(cost.relative_cost(12, 4), 22.0 / 14.0, 1e-9);
+  DraftPolicy policy(1, 8, true);
+  feed(policy, 100, 8, 8);
+  const int k = policy.next_length(cost, 0.0, 4);
+  EXPECT_GE(k, 1);
+  EXPECT_LE(k, 8);
+}
+
+}  // namespace
+}  // namespace rwd::spec
