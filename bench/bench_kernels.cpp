@@ -4,8 +4,9 @@
 // multiply-adds per second; Matmul runs the dispatched kernels (REWIND_ISA=scalar for the scalar ones) on a
 // 768² or 2048² weight that stays in the last-level cache, with 1 (decode), 4 (a verify batch) or 64 (prefill)
 // activation rows; MatmulCold cycles through enough 2048² weights (>= 256 MiB) that every call streams its
-// weight from DRAM, the real decode case. Args: dtype id, n, activation rows, threads. ThreadPoolRun is the
-// fork-join round trip of an empty task; ThreadPoolWork one of 2 µs of work per thread index.
+// weight from DRAM, the real decode case, with 1 row and, for a few types, the 2..9 rows of a verify batch.
+// Args: dtype id, n, activation rows, threads. ThreadPoolRun is the fork-join round trip of an empty task;
+// ThreadPoolWork one of 2 µs of work per thread index.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -210,6 +211,10 @@ void matmul_cold_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
   for (DType type : kTypes) {
     for (int64_t threads : {1, 2}) bench->Args({static_cast<int64_t>(type), 2048, 1, threads});
+  }
+  // Verify batches (1 + k tokens) against the decode step above: where panels start to pay (min_rows).
+  for (DType type : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k}) {
+    for (int64_t rows = 2; rows <= 9; ++rows) bench->Args({static_cast<int64_t>(type), 2048, rows, 2});
   }
 }
 

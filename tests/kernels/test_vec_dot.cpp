@@ -150,7 +150,8 @@ std::vector<uint8_t> activation_rows(const Isa& isa, DType type, int64_t n, int6
 }
 
 TEST(VecDot, TilesAreBitIdenticalToOnePair) {
-  constexpr int64_t kWeightRows = 3, kMaxRows = 9, kOutStride = 5;
+  // 9 weight rows: two blocks of 4 and a remainder; 13 activation rows: three float blocks, four quantized groups.
+  constexpr int64_t kWeightRows = 9, kMaxRows = 13, kOutStride = 11;
   for (const Isa& isa : isas()) {
     for (DType type : kWeightTypes) {
       SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)));

@@ -1,8 +1,9 @@
 // matmul: quantizes the activation rows once into the weight type's partner format, then threads take chunks
 // of weight (output) rows and apply each to every activation row: through panels of 8 interleaved rows where
-// the table has panel kernels and there are enough rows, else pair by pair. Every output is computed by one
-// kernel whose arithmetic depends on n_in alone (the panel and one-row kernels agree bit for bit), which is what
-// makes y[r] independent of n_rows and of the threads.
+// the table has panel kernels and there are enough rows, else (and for rows too few to fill a panel) through
+// the table's tile, a few activation rows at a time. Every output is computed by one kernel whose arithmetic
+// depends on n_in alone (the panel, tile and one-row kernels agree bit for bit), which is what makes y[r]
+// independent of n_rows and of the threads.
 // Not here: the kernels themselves (vec_dot*.cpp) and the choice of ISA (dispatch.cpp).
 #include "kernels/cpu/matmul.h"
 
@@ -106,11 +107,17 @@ void for_each_weight_chunk(int64_t n_out, int64_t chunk_rows, ThreadPool& pool, 
   });
 }
 
-void matmul_panels(const tensor::Tensor& weight, const PanelKernel& panel, const ActivationFormat& format,
+// Panels for the rows of full panels and, when what is left would pay for a panel (n_rows % 8 >= min_rows), for
+// those too; otherwise the tile takes the last n_rows % 8 rows, after the panels, while the chunk's weights are
+// still in L2 (a panel costs 8 rows of work whatever the count).
+void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, const ActivationFormat& format,
                    const float* x, int64_t n_rows, float* y, MatmulScratch& scratch, ThreadPool& pool) {
+  const PanelKernel& panel = kernel.panel;
   const int64_t n_in = weight.n_cols();
   const int64_t n_out = weight.n_rows();
-  const int64_t n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
+  const int64_t n_tail = n_rows % kPanelRows < panel.min_rows ? n_rows % kPanelRows : 0;
+  const int64_t n_panel_rows = n_rows - n_tail;
+  const int64_t n_panels = (n_panel_rows + kPanelRows - 1) / kPanelRows;
   const size_t panel_bytes = panel.panel_bytes(n_in);
   const size_t rows_bytes = format.row_bytes * static_cast<size_t>(n_rows);
   // Panels start on a cache line: their 32-byte loads then never straddle two.
@@ -123,7 +130,7 @@ void matmul_panels(const tensor::Tensor& weight, const PanelKernel& panel, const
   auto prepare = [&](int64_t p_begin, int64_t p_end) {
     for (int64_t p = p_begin; p < p_end; ++p) {
       const int64_t row_begin = p * kPanelRows;
-      const int64_t row_end = std::min(n_rows, row_begin + kPanelRows);
+      const int64_t row_end = std::min(n_panel_rows, row_begin + kPanelRows);
       quantize_rows(format, x, n_in, row_begin, row_end, rows);
       panel.pack(n_in, rows + static_cast<size_t>(row_begin) * format.row_bytes, format.row_bytes,
                  row_end - row_begin, panels + static_cast<size_t>(p) * panel_bytes);
@@ -134,13 +141,19 @@ void matmul_panels(const tensor::Tensor& weight, const PanelKernel& panel, const
   } else {
     pool.parallel_for(n_panels, prepare);
   }
+  quantize_rows(format, x, n_in, n_panel_rows, n_rows, rows);
 
   const size_t weight_row_bytes = weight.bytes_per_row();
   for_each_weight_chunk(n_out, chunk_rows_for(weight, pool.n_threads()), pool, [&](int64_t begin, int64_t end) {
     for (int64_t p = 0; p < n_panels; ++p) {
       const int64_t row_begin = p * kPanelRows;
       panel.dot(n_in, weight.row(begin), weight_row_bytes, end - begin, panels + static_cast<size_t>(p) * panel_bytes,
-                std::min<int64_t>(kPanelRows, n_rows - row_begin), y + row_begin * n_out + begin, n_out);
+                std::min<int64_t>(kPanelRows, n_panel_rows - row_begin), y + row_begin * n_out + begin, n_out);
+    }
+    if (n_tail > 0) {
+      kernel.tile(n_in, weight.row(begin), weight_row_bytes, end - begin,
+                  rows + static_cast<size_t>(n_panel_rows) * format.row_bytes, format.row_bytes, n_tail,
+                  y + n_panel_rows * n_out + begin, n_out);
     }
   });
 }
@@ -157,8 +170,12 @@ void matmul_pairs(const tensor::Tensor& weight, VecDotTileFn tile, const Activat
     act = scratch.activations.data();
   }
   const size_t act_row_bytes = format.row_bytes;
-  const int64_t group_rows =
+  const int64_t max_group_rows =
       std::clamp<int64_t>(static_cast<int64_t>(kActivationGroupBytes / act_row_bytes), 1, kMaxActivationGroup);
+  // Groups of equal size (9 rows as 5 + 4, not 8 + 1): the tiles share each weight load among a group's rows,
+  // and a group of one row shares nothing.
+  const int64_t n_groups = (n_rows + max_group_rows - 1) / max_group_rows;
+  const int64_t group_rows = (n_rows + n_groups - 1) / n_groups;
   const size_t weight_row_bytes = weight.bytes_per_row();
   for_each_weight_chunk(n_out, chunk_rows_for(weight, pool.n_threads()), pool, [&](int64_t begin, int64_t end) {
     for (int64_t r = 0; r < n_rows; r += group_rows) {
@@ -180,7 +197,7 @@ void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float*
   if (n_rows <= 0 || weight.n_rows() <= 0) return;
   const ActivationFormat format = activation_format(traits.vec_dot_type, weight.n_cols());
   if (kernel.panel.dot != nullptr && n_rows >= kernel.panel.min_rows) {
-    matmul_panels(weight, kernel.panel, format, x, n_rows, y, scratch, pool);
+    matmul_panels(weight, kernel, format, x, n_rows, y, scratch, pool);
   } else {
     matmul_pairs(weight, kernel.tile, format, x, n_rows, y, scratch, pool);
   }

@@ -1,5 +1,6 @@
-// AVX2/FMA/F16C dot products of one weight row with one activation row (k-quants: with up to 4 activation rows
-// sharing the unpacking), the tiled form of the float kernels, and the activation quantizers (this file alone
+// AVX2/FMA/F16C dot products of one weight row with one activation row (quantized types: with up to 4
+// activation rows sharing the unpacking), the tiled form of the float kernels (blocks of weight rows by
+// activation rows, one accumulator at a time), and the activation quantizers (this file alone
 // with vec_dot_panel_avx2.cpp is compiled with those instructions; dispatch.cpp calls it only after checking
 // the CPU). Quantized blocks are unpacked to int8 in registers and multiplied with maddubs/madd; the float
 // arithmetic per output is the one vec_dot_avx2.h fixes, so these kernels and the panel kernels (8 activation
@@ -161,6 +162,87 @@ struct DotBlock32 {
       chains = _mm256_blendv_ps(chains, group(w, a, b, count, chains), _mm256_castsi256_ps(live));
     }
     return sum_chains(chains);
+  }
+
+  // ---- the same against up to kMaxRows activation rows: each weight block unpacked once for all of them ----
+
+  static constexpr int kMaxRows = 4;
+
+  // group_dots for NA rows, summed as transpose_sum does, a pair of blocks at a time, so that few of the NA * 8
+  // products are live at once.
+  template <int NA>
+  static REWIND_INLINE void group_dots_rows(const Block* w, const ActBlock* const (&a)[NA], int64_t b0, int count,
+                                            __m256i (&dots)[NA]) {
+    auto block_dots = [&](int j, __m256i (&d)[NA]) REWIND_INLINE_LAMBDA {
+      if (j >= count) {
+        for (__m256i& v : d) v = _mm256_setzero_si256();
+        return;
+      }
+      const __m256i values = Unpack::values(w[b0 + j]);
+      if constexpr (kAffine) {
+        for (int r = 0; r < NA; ++r) d[r] = dot_u8_i8(values, load256(a[r][b0 + j].qs));
+      } else {
+        const __m256i magnitudes = _mm256_sign_epi8(values, values);
+        for (int r = 0; r < NA; ++r) d[r] = dot_u8_i8(magnitudes, _mm256_sign_epi8(load256(a[r][b0 + j].qs), values));
+      }
+    };
+    __m256i halves[2][NA];  // blocks 0..3, blocks 4..7
+    for (int h = 0; h < 2; ++h) {
+      __m256i pairs[2][NA];
+      for (int p = 0; p < 2; ++p) {
+        __m256i first[NA], second[NA];
+        block_dots(4 * h + 2 * p, first);
+        block_dots(4 * h + 2 * p + 1, second);
+        for (int r = 0; r < NA; ++r) pairs[p][r] = _mm256_hadd_epi32(first[r], second[r]);
+      }
+      for (int r = 0; r < NA; ++r) halves[h][r] = _mm256_hadd_epi32(pairs[0][r], pairs[1][r]);
+    }
+    for (int r = 0; r < NA; ++r) {
+      dots[r] = _mm256_add_epi32(_mm256_permute2x128_si256(halves[0][r], halves[1][r], 0x20),
+                                 _mm256_permute2x128_si256(halves[0][r], halves[1][r], 0x31));
+    }
+  }
+
+  // group() for NA rows.
+  template <int NA>
+  static REWIND_INLINE void group_rows(const Block* w, const ActBlock* const (&a)[NA], int64_t b0, int count,
+                                       __m256 (&chains)[NA]) {
+    __m256i dots[NA];
+    group_dots_rows(w, a, b0, count, dots);
+    const __m256 weight_scales = gather_halves(&w[b0].d, sizeof(Block), count);
+    for (int r = 0; r < NA; ++r) {
+      const __m256 scales = _mm256_mul_ps(weight_scales, gather_halves(&a[r][b0].d, sizeof(ActBlock), count));
+      chains[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), scales, chains[r]);
+    }
+    if constexpr (kAffine) {
+      const __m256 weight_mins = gather_halves(&w[b0].m, sizeof(Block), count);
+      for (int r = 0; r < NA; ++r) {
+        chains[r] = _mm256_fmadd_ps(weight_mins, gather_halves(&a[r][b0].s, sizeof(ActBlock), count), chains[r]);
+      }
+    }
+  }
+
+  // out[r * out_stride] for NA activation rows against one weight row, each as one() computes it.
+  template <int NA>
+  static void rows(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, float* out,
+                   int64_t out_stride) {
+    const auto* w = static_cast<const Block*>(weight);
+    const ActBlock* a[NA];
+    for (int r = 0; r < NA; ++r) a[r] = reinterpret_cast<const ActBlock*>(act + static_cast<size_t>(r) * act_row_bytes);
+    const int64_t n_blocks = n / q::kBlock32;
+    __m256 chains[NA];
+    for (__m256& c : chains) c = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= n_blocks; b += 8) group_rows(w, a, b, 8, chains);
+    if (b < n_blocks) {
+      const int count = static_cast<int>(n_blocks - b);
+      const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 next[NA];
+      for (int r = 0; r < NA; ++r) next[r] = chains[r];
+      group_rows(w, a, b, count, next);
+      for (int r = 0; r < NA; ++r) chains[r] = _mm256_blendv_ps(chains[r], next[r], _mm256_castsi256_ps(live));
+    }
+    for (int r = 0; r < NA; ++r) out[r * out_stride] = sum_chains(chains[r]);
   }
 };
 
@@ -329,8 +411,11 @@ struct DotQ6K {
 // ---- float weights against f32 activations ----
 //
 // Four accumulators per output take 8 values each of every 32; leftover groups of 8 go to the first, the last
-// n % 8 products to a scalar sum. Result: hsum((acc0 + acc1) + (acc2 + acc3)) + tail. Tiles of 1 weight row by
-// 2 activation rows share the weight loads; more rows would spill the accumulators.
+// n % 8 products to a scalar sum. Result: hsum((acc0 + acc1) + (acc2 + acc3)) + tail. One output alone keeps
+// its four accumulators in one pass (decode: memory-bound). A tile of NW weight rows by NA activation rows
+// runs the four accumulators as four passes instead, so that the NW * NA accumulators of a pass fit the
+// registers and every weight vector loaded and converted feeds NA FMAs, every activation vector NW. (All four
+// accumulators at once leave room for 1 x 2 outputs only: three loads per two FMAs, bound by the load ports.)
 
 struct LoadF32 {
   using Elem = float;
@@ -360,121 +445,205 @@ struct LoadBf16 {
 
 template <typename Load>
 struct DotFloat {
-  static constexpr int kMaxRows = 2;
+  using Elem = typename Load::Elem;
 
-  template <int NA>
-  static void run(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, float* out,
-                  int64_t out_stride) {
-    const auto* w = static_cast<const typename Load::Elem*>(weight);
-    const float* x[NA];
-    __m256 acc[NA][4];
-    float tail[NA];
-    for (int r = 0; r < NA; ++r) {
-      x[r] = reinterpret_cast<const float*>(act + static_cast<size_t>(r) * act_row_bytes);
-      for (int k = 0; k < 4; ++k) acc[r][k] = _mm256_setzero_ps();
-      tail[r] = 0.0f;
-    }
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      for (int k = 0; k < 4; ++k) {
-        const __m256 wv = Load::load8(w + i + 8 * k);
-        for (int r = 0; r < NA; ++r) acc[r][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + i + 8 * k), acc[r][k]);
-      }
-    }
-    for (; i + 8 <= n; i += 8) {
-      const __m256 wv = Load::load8(w + i);
-      for (int r = 0; r < NA; ++r) acc[r][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + i), acc[r][0]);
-    }
-    for (; i < n; ++i) {
-      const float wi = Load::load1(w + i);
-      for (int r = 0; r < NA; ++r) tail[r] += wi * x[r][i];
-    }
-    for (int r = 0; r < NA; ++r) {
-      const __m256 total = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3]));
-      out[r * out_stride] = hsum(total) + tail[r];
-    }
+  static REWIND_INLINE float tail(int64_t n, const Elem* w, const float* x) {
+    float sum = 0.0f;
+    for (int64_t i = n & ~int64_t{7}; i < n; ++i) sum += Load::load1(w + i) * x[i];
+    return sum;
   }
 
   static float one(int64_t n, const void* weight, const void* activation) {
-    float out;
-    run<1>(n, weight, static_cast<const uint8_t*>(activation), 0, &out, 1);
-    return out;
+    const auto* w = static_cast<const Elem*>(weight);
+    const auto* x = static_cast<const float*>(activation);
+    __m256 acc[4];
+    for (__m256& a : acc) a = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      for (int k = 0; k < 4; ++k) {
+        acc[k] = _mm256_fmadd_ps(Load::load8(w + i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+      }
+    }
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(Load::load8(w + i), _mm256_loadu_ps(x + i), acc[0]);
+    return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + tail(n, w, x);
+  }
+
+  template <int NW, int NA>
+  static REWIND_INLINE void zero(__m256 (&acc)[NW][NA]) {
+    for (int q = 0; q < NW; ++q) {
+      for (int a = 0; a < NA; ++a) acc[q][a] = _mm256_setzero_ps();
+    }
+  }
+
+  // acc[q][a] += w[q][i..i+7] * x[a][i..i+7] for i = begin, begin + stride, ... below end; each step also asks
+  // for the line at `ahead` and moves it on by ahead_step bytes (see kPrefetchBlocks).
+  template <int NW, int NA>
+  static REWIND_INLINE void accumulate(int64_t begin, int64_t end, int64_t stride, const Elem* const (&w)[NW],
+                                       const float* const (&x)[NA], __m256 (&acc)[NW][NA], const char*& ahead,
+                                       size_t ahead_step) {
+    for (int64_t i = begin; i < end; i += stride) {
+      _mm_prefetch(ahead, _MM_HINT_T1);
+      ahead += ahead_step;
+      __m256 wv[NW];
+      for (int q = 0; q < NW; ++q) wv[q] = Load::load8(w[q] + i);
+      for (int a = 0; a < NA; ++a) {
+        __m256 xv = _mm256_loadu_ps(x[a] + i);
+        if constexpr (NW > 1) keep_in_register(xv);
+        for (int q = 0; q < NW; ++q) acc[q][a] = _mm256_fmadd_ps(wv[q], xv, acc[q][a]);
+      }
+    }
+  }
+
+  // out[a * out_stride + q] = one(w[q], x[a]) for NW weight rows and NA activation rows, pass k computing
+  // every output's accumulator k.
+  template <int NW, int NA>
+  static void block(int64_t n, const Elem* const (&w)[NW], const uint8_t* act, size_t act_row_bytes, float* out,
+                    int64_t out_stride, const char*& ahead, size_t ahead_step) {
+    const float* x[NA];
+    for (int a = 0; a < NA; ++a) x[a] = reinterpret_cast<const float*>(act + static_cast<size_t>(a) * act_row_bytes);
+    const int64_t n32 = n & ~int64_t{31}, n8 = n & ~int64_t{7};
+    __m256 acc01[NW][NA], acc2[NW][NA], acc[NW][NA];
+    zero(acc01);
+    accumulate(0, n32, 32, w, x, acc01, ahead, ahead_step);
+    accumulate(n32, n8, 8, w, x, acc01, ahead, ahead_step);  // acc0's leftover groups of 8
+    zero(acc);
+    accumulate(8, n32, 32, w, x, acc, ahead, ahead_step);
+    for (int q = 0; q < NW; ++q) {
+      for (int a = 0; a < NA; ++a) acc01[q][a] = _mm256_add_ps(acc01[q][a], acc[q][a]);
+    }
+    zero(acc2);
+    accumulate(16, n32, 32, w, x, acc2, ahead, ahead_step);
+    zero(acc);
+    accumulate(24, n32, 32, w, x, acc, ahead, ahead_step);
+    for (int q = 0; q < NW; ++q) {
+      for (int a = 0; a < NA; ++a) {
+        const __m256 total = _mm256_add_ps(acc01[q][a], _mm256_add_ps(acc2[q][a], acc[q][a]));
+        out[a * out_stride + q] = hsum(total) + tail(n, w[q], x[a]);
+      }
+    }
+  }
+
+  // Up to kMaxBlockRows activation rows share a block: NW * NA accumulators stay within 12 for NW = 2, enough to
+  // keep both FMA pipes busy through the FMA latency while NW weight vectors and an activation vector still fit
+  // the 16 registers.
+  static constexpr int kMaxBlockRows = 6;
+
+  // A block of 2 <= n_block <= kMaxBlockRows activation rows.
+  template <int NW>
+  static void block_of(int64_t n_block, int64_t n, const Elem* const (&w)[NW], const uint8_t* act,
+                       size_t act_row_bytes, float* out, int64_t out_stride, const char*& ahead,
+                       size_t ahead_step) {
+    switch (n_block) {
+      case 2: block<NW, 2>(n, w, act, act_row_bytes, out, out_stride, ahead, ahead_step); break;
+      case 3: block<NW, 3>(n, w, act, act_row_bytes, out, out_stride, ahead, ahead_step); break;
+      case 4: block<NW, 4>(n, w, act, act_row_bytes, out, out_stride, ahead, ahead_step); break;
+      case 5: block<NW, 5>(n, w, act, act_row_bytes, out, out_stride, ahead, ahead_step); break;
+      default: block<NW, kMaxBlockRows>(n, w, act, act_row_bytes, out, out_stride, ahead, ahead_step); break;
+    }
+  }
+
+  // Pass 0 of a weight block's first activation block needs every line of its weight rows at once, and the
+  // other passes none: left to the hardware prefetchers, memory idles most of the time while pass 0 waits on it.
+  // So every step of every pass also asks for a line of the weight block kPrefetchBlocks on, moving on evenly
+  // so that the requests of one weight block's steps cover it, a stream of about the rate memory can serve (a
+  // faster one, in bursts, stalls on the full miss queue). Into L2: a prefetch into L1 holds one of its few
+  // miss buffers and slows the loads down.
+  static constexpr int64_t kPrefetchBlocks = 2;
+
+  // Every weight row against n_act_rows >= 2 activation rows: NW weight rows at a time (fewer for the last
+  // ones) against all activation rows in blocks of equal size, so that each weight block is read from memory
+  // once and its lines are in L1 for every activation block. (Activation blocks outside would leave memory
+  // idle while the second and later ones reread the weights from L2.)
+  template <int NW>
+  static void weight_blocks(int64_t n, const uint8_t* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                            const uint8_t* act, size_t act_row_bytes, int64_t n_act_rows, float* out,
+                            int64_t out_stride) {
+    // Every block gets 2 rows or more (n_act_rows >= 2).
+    const int64_t n_act_blocks = (n_act_rows + kMaxBlockRows - 1) / kMaxBlockRows;
+    // A weight block's bytes over its steps: 4 passes of n / 32 steps per activation block.
+    const size_t ahead_step = NW * 32 * sizeof(Elem) / static_cast<size_t>(4 * n_act_blocks);
+    int64_t i = 0;
+    for (; i + NW <= n_weight_rows; i += NW) {
+      const Elem* w[NW];
+      for (int q = 0; q < NW; ++q) {
+        w[q] = reinterpret_cast<const Elem*>(weights + static_cast<size_t>(i + q) * weight_row_bytes);
+      }
+      const int64_t ahead_row = std::min(i + kPrefetchBlocks * NW, n_weight_rows - NW);
+      const char* ahead = reinterpret_cast<const char*>(weights + static_cast<size_t>(ahead_row) * weight_row_bytes);
+      for (int64_t b = 0, r = 0; b < n_act_blocks; ++b) {
+        const int64_t n_block = (n_act_rows - r) / (n_act_blocks - b);  // the larger blocks last
+        block_of<NW>(n_block, n, w, act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes,
+                     out + r * out_stride + i, out_stride, ahead, ahead_step);
+        r += n_block;
+      }
+    }
+    if constexpr (NW > 1) {
+      if (i < n_weight_rows) {
+        weight_blocks<NW - 1>(n, weights + static_cast<size_t>(i) * weight_row_bytes, weight_row_bytes,
+                              n_weight_rows - i, act, act_row_bytes, n_act_rows, out + i, out_stride);
+      }
+    }
   }
 
   static void tile(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
                    const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out,
                    int64_t out_stride) {
+    const auto* w = static_cast<const uint8_t*>(weights);
     const auto* act = static_cast<const uint8_t*>(activations);
-    for (int64_t i = 0; i < n_weight_rows; ++i) {
-      const void* w = static_cast<const uint8_t*>(weights) + static_cast<size_t>(i) * weight_row_bytes;
-      int64_t r = 0;
-      for (; r + kMaxRows <= n_act_rows; r += kMaxRows) {
-        run<kMaxRows>(n, w, act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, out + r * out_stride + i,
-                      out_stride);
-      }
-      if (r < n_act_rows) {
-        run<1>(n, w, act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, out + r * out_stride + i,
-               out_stride);
-      }
+    // Weight rows per block: 8 to 12 accumulators for a single activation block.
+    switch (n_act_rows) {
+      case 1:
+        for (int64_t i = 0; i < n_weight_rows; ++i) out[i] = one(n, w + static_cast<size_t>(i) * weight_row_bytes, act);
+        break;
+      case 2: weight_blocks<4>(n, w, weight_row_bytes, n_weight_rows, act, act_row_bytes, 2, out, out_stride); break;
+      case 3: weight_blocks<3>(n, w, weight_row_bytes, n_weight_rows, act, act_row_bytes, 3, out, out_stride); break;
+      default:
+        weight_blocks<2>(n, w, weight_row_bytes, n_weight_rows, act, act_row_bytes, n_act_rows, out, out_stride);
+        break;
     }
   }
 };
 
 // ---- wrappers ----
 
-// Quantized types: each pair by the one-row kernel, weight rows inner so the activation row stays in L1.
-// Many activation rows go through the panel kernels instead (vec_dot_panel_avx2.cpp).
-template <typename Kernel>
-void tile_by_pairs(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
-                   const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out,
-                   int64_t out_stride) {
-  const auto* w = static_cast<const uint8_t*>(weights);
-  const auto* act = static_cast<const uint8_t*>(activations);
-  for (int64_t r = 0; r < n_act_rows; ++r) {
-    for (int64_t i = 0; i < n_weight_rows; ++i) {
-      out[r * out_stride + i] =
-          Kernel::one(n, w + static_cast<size_t>(i) * weight_row_bytes, act + static_cast<size_t>(r) * act_row_bytes);
-    }
-  }
-}
-
-// The last n_act_rows < NA rows of a tile, by the instance of exactly that many rows.
+// The last n_act_rows <= NA rows of a tile, by the instance of exactly that many rows (one row: the one-row
+// kernel itself, the decode path).
 template <typename Kernel, int NA>
 void rows_remaining(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, int64_t n_act_rows,
                     float* out, int64_t out_stride) {
-  if constexpr (NA >= 1) {
-    if (n_act_rows == NA) {
-      Kernel::template rows<NA>(n, weight, act, act_row_bytes, out, out_stride);
-    } else {
-      rows_remaining<Kernel, NA - 1>(n, weight, act, act_row_bytes, n_act_rows, out, out_stride);
-    }
+  if constexpr (NA == 1) {
+    out[0] = Kernel::one(n, weight, act);
+  } else if (n_act_rows == NA) {
+    Kernel::template rows<NA>(n, weight, act, act_row_bytes, out, out_stride);
+  } else {
+    rows_remaining<Kernel, NA - 1>(n, weight, act, act_row_bytes, n_act_rows, out, out_stride);
   }
 }
 
-// K-quants: groups of up to Kernel::kMaxRows activation rows share each weight row's unpacking.
+// Quantized types: groups of up to Kernel::kMaxRows activation rows, of equal size (5 rows as 3 + 2, not
+// 4 + 1), share each weight row's unpacking; weight rows inner, so the group stays in L1. Many activation rows
+// go through the panel kernels instead (vec_dot_panel_avx2.cpp).
 template <typename Kernel>
 void tile_by_row_groups(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
                         const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out,
                         int64_t out_stride) {
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* act = static_cast<const uint8_t*>(activations);
-  for (int64_t r = 0; r < n_act_rows; r += Kernel::kMaxRows) {
-    const int64_t n_group = std::min<int64_t>(Kernel::kMaxRows, n_act_rows - r);
+  const int64_t n_groups = (n_act_rows + Kernel::kMaxRows - 1) / Kernel::kMaxRows;
+  for (int64_t g = 0, r = 0; g < n_groups; ++g) {
+    const int64_t n_group = (n_act_rows - r) / (n_groups - g);
     for (int64_t i = 0; i < n_weight_rows; ++i) {
       rows_remaining<Kernel, Kernel::kMaxRows>(n, w + static_cast<size_t>(i) * weight_row_bytes,
                                                act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, n_group,
                                                out + r * out_stride + i, out_stride);
     }
+    r += n_group;
   }
 }
 
 template <typename Kernel>
 VecDotKernel make_quant_kernel(DType weight_type) {
-  if constexpr (requires { Kernel::kMaxRows; }) {
-    return {Kernel::one, tile_by_row_groups<Kernel>, panel_kernel(weight_type)};
-  } else {
-    return {Kernel::one, tile_by_pairs<Kernel>, panel_kernel(weight_type)};
-  }
+  return {Kernel::one, tile_by_row_groups<Kernel>, panel_kernel(weight_type)};
 }
 
 template <typename Kernel>

@@ -31,6 +31,9 @@ namespace rwd::kernels::cpu::avx2 {
 // An empty asm that takes and returns v: the compiler must have v in a register here, so it cannot reassociate
 // a running sum into a tree of all its terms, which would need more registers than there are and spill.
 REWIND_INLINE void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
+// The same for a float vector; also makes the compiler load a vector used by several FMAs once instead of
+// folding the load into each of them.
+REWIND_INLINE void keep_in_register(__m256& v) { asm("" : "+x"(v)); }
 
 REWIND_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 

@@ -40,7 +40,8 @@ struct PanelKernel {
   PanelPackFn pack = nullptr;
   PanelDotFn dot = nullptr;
   PanelBytesFn panel_bytes = nullptr;
-  // From this many activation rows on, panels beat the tile form (which costs per row).
+  // From this many activation rows on, a panel beats the tile form (which costs per row): the matmul uses
+  // panels from min_rows rows, and for the n_rows % 8 rows past the last full panel when they are that many.
   int64_t min_rows = 0;
 };
 

@@ -399,8 +399,9 @@ constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes)
 
 }  // namespace
 
-// min_rows: where a panel (the cost of 8 rows, whatever the count) overtakes the one-row kernels (k-quants:
-// 4-row tiles), measured on Zen 4 at n = 768 and 1024.
+// min_rows: where a panel (the cost of 8 rows, whatever the count) overtakes the 4-row tiles, measured on Zen 4
+// at n = 768 and 1024; q8_0 in the decode setting (weights streamed from memory, 2 threads), where its tiles
+// keep up with its panel up to 7 rows.
 PanelKernel panel_kernel(DType weight_type) {
   switch (weight_type) {
     case DType::q4_0:
@@ -412,7 +413,7 @@ PanelKernel panel_kernel(DType weight_type) {
     case DType::q5_1:
       return make<3>(pack_q8_1, panel_dot_nibbles<TypeQ5_1>, panel_bytes<PanelQ8_1, q::kBlock32>);
     case DType::q8_0:
-      return make<5>(pack_q8_0_wide, panel_dot_q8_0, panel_bytes<PanelQ8_0Wide, q::kBlock32>);
+      return make<8>(pack_q8_0_wide, panel_dot_q8_0, panel_bytes<PanelQ8_0Wide, q::kBlock32>);
     case DType::q4_k:
       return make<5>(pack_q8_k, panel_dot_k_affine<false, q::BlockQ4K>, panel_bytes<PanelQ8K, q::kBlockK>);
     case DType::q5_k:
