@@ -517,7 +517,12 @@ Status EngineImpl::step() {
   if (batch_.size() == 0) return Status::ok();
   const auto start = Clock::now();
   REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
-  cost_.observe(batch_.size(), seconds_between(start, Clock::now()));
+  // Only decode and verify forwards inform the draft-length policy: a prompt chunk of the same size costs
+  // differently (other slots' prompts, long attention spans).
+  const bool decode_only = std::all_of(runs.begin(), runs.end(), [&](const SlotRun& run) {
+    return slots_[run.slot].n_prompt <= run.first_position;
+  });
+  if (decode_only) cost_.observe(batch_.size(), seconds_between(start, Clock::now()));
   // Runs are in batch order; their rows follow each other.
   int64_t row = 0;
   for (SlotRun& run : runs) {

@@ -26,27 +26,23 @@ void CostModel::observe(int64_t n_tokens, double seconds) {
 double CostModel::relative_cost(int64_t n_tokens, int64_t base_tokens) const {
   n_tokens = std::clamp<int64_t>(n_tokens, 1, kMaxTokens);
   base_tokens = std::clamp<int64_t>(base_tokens, 1, kMaxTokens);
-  if (count_[base_tokens] > 0 && count_[n_tokens] > 0) return seconds_[n_tokens] / seconds_[base_tokens];
-  // Least squares t(n) = a + b n over the measured sizes.
-  double sum_n = 0.0, sum_t = 0.0, sum_nn = 0.0, sum_nt = 0.0;
-  int sizes = 0;
-  for (int64_t n = 1; n <= kMaxTokens; ++n) {
-    if (count_[n] == 0) continue;
-    sum_n += static_cast<double>(n);
-    sum_t += seconds_[n];
-    sum_nn += static_cast<double>(n * n);
-    sum_nt += static_cast<double>(n) * seconds_[n];
-    ++sizes;
+  const double optimistic_slope = 0.1 / static_cast<double>(base_tokens);
+  if (count_[base_tokens] == 0) return 1.0 + optimistic_slope * static_cast<double>(n_tokens - base_tokens);
+  if (count_[n_tokens] > 0) return seconds_[n_tokens] / seconds_[base_tokens];
+  // Between two measured sizes: interpolate. Past the largest: extend it optimistically, so the policy tries
+  // the size once and measures it (t(n) is flat while memory-bound and steep once compute-bound; no fit of
+  // a few points predicts where the bend is).
+  int64_t below = 0;
+  int64_t above = 0;
+  for (int64_t n = n_tokens - 1; n >= 1 && below == 0; --n) below = count_[n] > 0 ? n : 0;
+  for (int64_t n = n_tokens + 1; n <= kMaxTokens && above == 0; ++n) above = count_[n] > 0 ? n : 0;
+  const double base = seconds_[base_tokens];
+  if (below > 0 && above > 0) {
+    const double f = static_cast<double>(n_tokens - below) / static_cast<double>(above - below);
+    return ((1.0 - f) * seconds_[below] + f * seconds_[above]) / base;
   }
-  const double denominator = sizes * sum_nn - sum_n * sum_n;
-  if (sizes >= 2 && denominator > 0.0) {
-    const double b = (sizes * sum_nt - sum_n * sum_t) / denominator;
-    const double a = (sum_t - b * sum_n) / sizes;
-    const double at_n = a + b * static_cast<double>(n_tokens);
-    const double at_base = a + b * static_cast<double>(base_tokens);
-    if (at_n > 0.0 && at_base > 0.0) return std::max(1.0, at_n / at_base);
-  }
-  return 1.0 + 0.3 * static_cast<double>(n_tokens - base_tokens) / static_cast<double>(base_tokens);
+  if (below > 0) return seconds_[below] / base + optimistic_slope * static_cast<double>(n_tokens - below);
+  return std::max(1.0, seconds_[above] / base);
 }
 
 double CostModel::seconds(int64_t n_tokens) const {

@@ -15,9 +15,8 @@ class CostModel {
  public:
   static constexpr int kMaxTokens = 64;
   void observe(int64_t n_tokens, double seconds);
-  // cost(n) / cost(base): measured when both sizes were seen, else from a straight line fitted to the sizes
-  // that were, else a prior of 0.3 of a step per extra token (between a memory-bound step, where extra tokens
-  // are nearly free, and the compute-bound cost of quantized weights on two cores).
+  // cost(n) / cost(base): measured when both sizes were seen, else interpolated between measured sizes, else
+  // extended optimistically (0.1 of a step per extra token) so that the policy tries the size and measures it.
   double relative_cost(int64_t n_tokens, int64_t base_tokens = 1) const;
   // The measured seconds of an n-token forward, 0 until one was seen.
   double seconds(int64_t n_tokens) const;

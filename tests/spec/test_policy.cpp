@@ -21,15 +21,16 @@ void feed(DraftPolicy& policy, int rounds, int drafted, int accepted) {
   for (int i = 0; i < rounds; ++i) policy.record(drafted, accepted);
 }
 
-TEST(CostModel, MeasuredRatiosAndAFittedLineForUnmeasuredSizes) {
+TEST(CostModel, MeasuredRatiosInterpolationAndOptimisticExtension) {
   CostModel cost;
-  EXPECT_DOUBLE_EQ(cost.relative_cost(5), 1.0 + 0.3 * 4);  // the prior
+  EXPECT_DOUBLE_EQ(cost.relative_cost(5), 1.0 + 0.1 * 4);  // nothing measured: optimistic
   cost.observe(1, 0.004);
   cost.observe(3, 0.006);
+  cost.observe(7, 0.014);
   EXPECT_DOUBLE_EQ(cost.relative_cost(3), 1.5);
-  // t(n) = 0.003 + 0.001 n through the two sizes: t(9) / t(1) = 0.012 / 0.004.
-  EXPECT_NEAR(cost.relative_cost(9), 3.0, 1e-9);
-  EXPECT_NEAR(cost.relative_cost(9, 3), 2.0, 1e-9);
+  EXPECT_NEAR(cost.relative_cost(5), 2.5, 1e-9);            // halfway between t(3) and t(7)
+  EXPECT_NEAR(cost.relative_cost(9), 3.5 + 0.2, 1e-9);      // t(7) / t(1) plus 0.1 per token beyond it
+  EXPECT_NEAR(cost.relative_cost(9, 3), 14.0 / 6.0 + 2 * 0.1 / 3, 1e-9);
   cost.observe(0, 1.0);    // ignored: out of range
   cost.observe(2, -1.0);   // ignored: not a time
   EXPECT_DOUBLE_EQ(cost.seconds(2), 0.0);
