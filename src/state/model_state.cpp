@@ -136,8 +136,7 @@ ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<Recurrent
   if (options.max_txn_tokens == 0) return;
   switch (options.policy) {
     case RollbackPolicy::replay:
-      // A commit's records stay pending until the next forward, which then logs a whole transaction after them.
-      record_capacity_ = 2 * options.max_txn_tokens;
+      record_capacity_ = options.max_txn_tokens;
       conv_scratch_.assign(static_cast<size_t>(max_conv), 0.0f);
       break;
     case RollbackPolicy::snapshot:
@@ -239,7 +238,6 @@ SpanState ModelState::span_state(int slot, bool in_txn, bool first_run_of_slot) 
   const SlotTxn& txn = slots_[slot];
   SpanState span;
   span.n_fold = first_run_of_slot ? txn.pending_records : 0;
-  span.log_base = txn.pending_records;
   if (!has_recurrent_layers()) return span;
   const bool rewinding = options_.rewind_depth > 0;
   if (!in_txn) {
@@ -337,11 +335,11 @@ void ModelState::push_delta_records(int rl, int slot, const float* k, const floa
   count_written(slot, written * sizeof(float), false);
 }
 
-void ModelState::push_log_to_ring(int slot, int64_t from, int64_t n) {
+void ModelState::push_log_to_ring(int slot, int64_t n) {
   if (n == 0) return;
   for (int rl = 0; rl < recurrent_.n_layers(); ++rl) {
     const RecurrentSpec& spec = recurrent_.spec(rl);
-    const RecordRows rows = rows_at(records(rl, slot), spec, from);
+    const RecordRows rows = rows_at(records(rl, slot), spec, 0);
     push_conv_records(rl, slot, rows.conv_in, n);
     if (spec.n_head > 0) push_delta_records(rl, slot, rows.k, rows.u, rows.decay, n, nullptr);
   }
@@ -367,24 +365,7 @@ void ModelState::finish_forward(int slot, int64_t n_plain, int64_t n_txn) {
   REWIND_CHECK(n_txn == 0 || txn.txn_open, "slot {}: transaction tokens without a transaction", slot);
   if (options_.rewind_depth > 0) advance_ring(slot, n_plain);
   txn.txn_tokens += n_txn;
-  if (txn.pending_records > 0) drop_records(slot, txn.pending_records);
-  txn.pending_records = 0;
-}
-
-void ModelState::drop_records(int slot, int64_t n_from_front) {
-  const int64_t n_left = slots_[slot].txn_open ? slots_[slot].txn_tokens : 0;
-  if (n_left == 0) return;
-  for (int rl = 0; rl < recurrent_.n_layers(); ++rl) {
-    const RecurrentSpec& spec = recurrent_.spec(rl);
-    LayerRecords log = records(rl, slot);
-    const auto shift = [&](float* array, int64_t width) {
-      std::memmove(array, array + n_from_front * width, static_cast<size_t>(n_left * width) * sizeof(float));
-    };
-    shift(log.conv_in, spec.conv_channels);
-    shift(log.k, spec.record_k_floats());
-    shift(log.u, spec.record_u_floats());
-    shift(log.decay, spec.record_decay_floats());
-  }
+  txn.pending_records = 0;  // every forward of the slot folded them in its first run
 }
 
 void ModelState::count_written(int slot, size_t bytes, bool full_copy) {
@@ -413,7 +394,6 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
   CommitResult result;
   result.n_kept = n_keep;
   const size_t slot_bytes = static_cast<size_t>(recurrent_.slot_floats()) * sizeof(float);
-  const int64_t log_base = txn.pending_records;
   int64_t n_committed = n_keep;  // what enters the rewind ring now
   if (has_recurrent_layers()) {
     switch (options_.policy) {
@@ -440,7 +420,7 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
         break;
     }
   }
-  if (options_.rewind_depth > 0) push_log_to_ring(slot, log_base, n_committed);
+  if (options_.rewind_depth > 0) push_log_to_ring(slot, n_committed);
   ++counters_[slot].commits;
   if (n_keep < txn.txn_tokens) {
     ++counters_[slot].rollbacks;
@@ -467,7 +447,6 @@ void ModelState::flush(int slot) {
     apply_delta_records(spec, rows, n, recurrent_.ssm_state(rl, slot), nullptr);
   }
   count_written(slot, recurrent_.slot_floats() * sizeof(float), false);
-  drop_records(slot, n);
   slots_[slot].pending_records = 0;
 }
 

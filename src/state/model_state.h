@@ -69,14 +69,15 @@ struct SpanState {
     snapshot,  // each token's state is written to its own snapshot
   };
   Mode mode = Mode::in_place;
-  int64_t n_fold = 0;     // records at the start of the log to apply to the checkpoint first (a lazy commit)
-  int64_t log_base = 0;   // log index of the open transaction's first record
-  int64_t n_ahead = 0;    // records of the transaction's earlier forwards, at log_base; new ones follow them
+  // Both at the start of the log: the first forward after a commit folds its records before writing new ones
+  // in their place, so the log needs room for one transaction only.
+  int64_t n_fold = 0;     // records to apply to the checkpoint first (a lazy commit)
+  int64_t n_ahead = 0;    // records of the transaction's earlier forwards; new ones follow them
   int64_t txn_index = 0;  // the run's first token's index within the open transaction
   // Checkpoint policy, the transaction's first run: copy each layer's state to the backup just before the
   // layer runs it, so plain tokens ahead of it in the same forward (a re-run) are part of the backup.
   bool backup_first = false;
-  // Where the run's per-token records go. A transaction's tokens write them to the log at log_base + n_ahead
+  // Where the run's per-token records go. A transaction's tokens write them to the log at n_ahead
   // (always with replay; with the other policies only for the rewind ring, which commit fills from the log).
   // Plain tokens are committed as they run: with a rewind depth their records go straight to the ring.
   enum class Records { none, log, ring };
@@ -226,10 +227,9 @@ class ModelState {
 
   Result<CommitResult> commit(int slot, int64_t n_keep);
   void roll_back(int slot);
-  void drop_records(int slot, int64_t n_from_front);
   LayerRecords layer_records(float* block, int rl, int64_t capacity);
   // Moves every layer's n records at log index `from` to the ring, then the ring's counters.
-  void push_log_to_ring(int slot, int64_t from, int64_t n);
+  void push_log_to_ring(int slot, int64_t n);
   void advance_ring(int slot, int64_t n_pushed);
   size_t record_bytes_per_slot() const;
 

@@ -74,7 +74,7 @@ void for_each_slot_region(state::ModelState& state, int slot, Fn&& fn) {
     fn(kv.v_data(il, slot), kv.n_ctx() * kv.v_row_floats(il));
   }
   if (state.max_txn_tokens() == 0) return;
-  const int64_t capacity = 2 * state.max_txn_tokens();
+  const int64_t capacity = state.record_capacity();
   if (state.policy() == RollbackPolicy::replay) {
     for (int rl = 0; rl < rec.n_layers(); ++rl) {
       const state::RecurrentSpec& spec = rec.spec(rl);

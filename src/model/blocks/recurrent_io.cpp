@@ -18,7 +18,7 @@ float* snapshot_source(state::ModelState& state, int slot, int64_t txn_index) {
 }
 
 // The log index of a run's first record.
-int64_t first_log_record(const state::SpanState& io) { return io.log_base + io.n_ahead; }
+int64_t first_log_record(const state::SpanState& io) { return io.n_ahead; }
 
 }  // namespace
 
@@ -44,7 +44,7 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
     case Mode::replay: {
       float* scratch = state.conv_scratch();
       std::copy_n(window, window_floats, scratch);
-      kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in + io.log_base * n_channels, io.n_ahead,
+      kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in, io.n_ahead,
                                         n_channels, d_conv, scratch);
       kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
       break;
@@ -93,10 +93,10 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
   kernels::cpu::GatedDeltaStateIo kernel_io;
   if (io.n_fold > 0 || io.mode == Mode::replay) {
     const state::LayerRecords log = state.records(rl, slot);
+    // Both start the log: pending records are folded by the first forward after a commit, before it writes
+    // any (n_fold > 0 means n_ahead == 0), and each (head, rows) slice is folded before it is overwritten.
     kernel_io.fold = {log.k, log.u, log.decay, io.n_fold};
-    const int64_t ahead = io.log_base;
-    kernel_io.ahead = {log.k + ahead * spec.record_k_floats(), log.u + ahead * u_floats,
-                       log.decay + ahead * decay_floats, io.n_ahead};
+    kernel_io.ahead = {log.k, log.u, log.decay, io.n_ahead};
   }
   // Where the kernel writes the tokens' corrections: the log, or for the ring a per-forward scratch, since the
   // ring's oldest entries (which the new ones may overwrite) are folded into the lagging checkpoint only after.
