@@ -20,11 +20,13 @@
 #include "model/forward_context.h"
 #include "model/model.h"
 #include "state/model_state.h"
+#include "spec/rollback_test_util.h"
 
 namespace rwd {
 namespace {
 
 using state::RollbackPolicy;
+using namespace spec_test;
 
 constexpr int64_t kCtx = 256;
 constexpr int64_t kMaxDraft = 8;
@@ -32,76 +34,8 @@ constexpr int64_t kMaxTxn = 1 + kMaxDraft;  // a verify batch: the last accepted
 constexpr int64_t kPrompt = 23;             // prefilled plainly; the first verify batch starts here
 constexpr int64_t kMaxBatch = 160;
 
-// Printable ASCII ids: the generated models have non-zero output rows only for those.
-std::vector<int32_t> sequence(int n, int salt) {
-  std::vector<int32_t> ids;
-  for (int i = 0; i < n; ++i) ids.push_back(32 + (i * 31 + salt * 7 + 3) % 95);
-  return ids;
-}
-
-// A printable token other than `token`: the wrong draft of a round.
-int32_t other_token(int32_t token) { return 32 + (token - 32 + 41) % 95; }
-
-std::vector<uint8_t> as_bytes(const float* data, int64_t n_floats) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(data);
-  return std::vector<uint8_t>(bytes, bytes + n_floats * sizeof(float));
-}
-
-// Equal byte strings, or where they first differ (gtest would print both whole).
-::testing::AssertionResult same_bytes(const std::vector<uint8_t>& found, const std::vector<uint8_t>& expected) {
-  if (found.size() != expected.size()) {
-    return ::testing::AssertionFailure() << found.size() << " bytes, expected " << expected.size();
-  }
-  const auto diff = std::mismatch(found.begin(), found.end(), expected.begin());
-  if (diff.first == found.end()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "first difference at byte " << (diff.first - found.begin()) << " of "
-                                       << found.size();
-}
-
 std::vector<uint8_t> recurrent_bytes(state::ModelState& state, int slot) {
   return as_bytes(state.recurrent().slot_data(slot), state.recurrent().slot_floats());
-}
-
-// Every region the state keeps for a slot: recurrent checkpoint, KV rows of every position, and what the
-// policy keeps beside them (records, snapshots or the backup copy).
-template <typename Fn>
-void for_each_slot_region(state::ModelState& state, int slot, Fn&& fn) {
-  state::RecurrentCache& rec = state.recurrent();
-  fn(rec.slot_data(slot), rec.slot_floats());
-  state::KvCache& kv = state.kv();
-  for (int il = 0; il < kv.n_layers(); ++il) {
-    fn(kv.k_data(il, slot), kv.n_ctx() * kv.k_row_floats(il));
-    fn(kv.v_data(il, slot), kv.n_ctx() * kv.v_row_floats(il));
-  }
-  if (state.max_txn_tokens() == 0) return;
-  const int64_t capacity = state.record_capacity();
-  if (state.policy() == RollbackPolicy::replay) {
-    for (int rl = 0; rl < rec.n_layers(); ++rl) {
-      const state::RecurrentSpec& spec = rec.spec(rl);
-      const state::LayerRecords log = state.records(rl, slot);
-      fn(log.conv_in, capacity * spec.conv_channels);
-      fn(log.k, capacity * spec.record_k_floats());
-      fn(log.u, capacity * spec.record_u_floats());
-      fn(log.decay, capacity * spec.record_decay_floats());
-    }
-  }
-  if (state.policy() == RollbackPolicy::snapshot) {
-    for (int64_t i = 0; i < state.max_txn_tokens(); ++i) fn(state.snapshot(slot, i), rec.slot_floats());
-  }
-  if (state.policy() == RollbackPolicy::checkpoint) fn(state.backup(slot), rec.slot_floats());
-}
-
-std::vector<uint8_t> slot_bytes(state::ModelState& state, int slot) {
-  std::vector<uint8_t> bytes;
-  for_each_slot_region(state, slot, [&](const float* data, int64_t n) {
-    const std::vector<uint8_t> region = as_bytes(data, n);
-    bytes.insert(bytes.end(), region.begin(), region.end());
-  });
-  return bytes;
-}
-
-void poison_slot(state::ModelState& state, int slot) {
-  for_each_slot_region(state, slot, [](float* data, int64_t n) { std::memset(data, 0x3e, n * sizeof(float)); });
 }
 
 // Plain decoding of a sequence without transactions.
@@ -134,27 +68,9 @@ enum class PlainTokens { before_begin, after_begin, in_verify_batch };
 
 PlainTokens plain_tokens_of_round(int round) { return static_cast<PlainTokens>(round % 3); }
 
-struct Param {
-  const char* model;
-  RollbackPolicy policy;
-};
-
-void PrintTo(const Param& param, std::ostream* os) {
-  *os << param.model << " " << state::rollback_policy_name(param.policy);
-}
-
-class Rollback : public ::testing::TestWithParam<Param> {
+class Rollback : public HybridModelTest {
  protected:
-  void SetUp() override {
-    auto model = model::Model::load(std::string(REWIND_TEST_DATA) + "/" + GetParam().model + "-tiny-f32.gguf");
-    ASSERT_TRUE(model.is_ok()) << model.status().message();
-    model_ = std::move(model).value();
-    pool_ = std::make_unique<ThreadPool>(2);
-    ctx_ = std::make_unique<model::ForwardContext>(*model_, *pool_, kMaxBatch);
-    n_vocab_ = model_->hparams().n_vocab;
-  }
-
-  RollbackPolicy policy() const { return GetParam().policy; }
+  void SetUp() override { load(kMaxBatch); }
 
   std::unique_ptr<state::ModelState> make_state(int n_slots) const {
     return std::make_unique<state::ModelState>(model_->kv_specs(), model_->recurrent_specs(),
@@ -284,11 +200,6 @@ class Rollback : public ::testing::TestWithParam<Param> {
     EXPECT_TRUE(same_bytes(recurrent_bytes(state, progress.slot), progress.ref->states[progress.n_done - 1]))
         << "slot " << progress.slot << ": recurrent state after " << progress.n_done << " tokens";
   }
-
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<model::ForwardContext> ctx_;
-  int64_t n_vocab_ = 0;
 };
 
 // Every draft length 1..8 with every rejection depth 0..k; plain tokens (checkpoint re-runs, a kept token left
@@ -429,8 +340,6 @@ TEST_P(Rollback, OtherSlotsAreNeitherWrittenNorRead) {
     }
   }
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Each refusal is an error that names the numbers at fault, and leaves the slot's bytes and its transaction as
 // they were: the sequence then goes on to the reference's final state.
