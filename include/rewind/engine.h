@@ -54,12 +54,20 @@ struct ChatMessage {
   std::string content;
 };
 
+// A request's own speculation, within the engine's: it can only switch it off or draft less.
+struct RequestSpec {
+  std::string mode;   // empty: the engine's mode; "none": decode plainly; otherwise it must name the engine's mode
+  int draft_max = 0;  // 0: the engine's; otherwise in [1, the engine's draft_max]
+};
+
 struct Request {
   std::vector<int32_t> prompt_ids;  // exactly these ids (use Engine::tokenize or format_chat to make them)
   int max_tokens = 128;
   SamplingParams sampling;
   bool ignore_eos = false;
+  bool logprobs = false;            // report each generated token's log-probability
   int top_logprobs = 0;             // > 0: report the K most likely tokens at every step
+  RequestSpec spec;
   std::vector<int32_t> oracle_ids;  // --spec oracle: the continuation the oracle drafts from (none: no drafts)
 };
 
@@ -75,6 +83,7 @@ struct TokenEvent {
   int64_t request_id = 0;
   int32_t token = -1;
   std::string text;                   // UTF-8 text completed by this token (may be empty mid-character)
+  float logprob = 0.0f;               // when the request asked for logprobs
   std::vector<TokenLogprob> top;      // when top_logprobs > 0
   bool done = false;
   FinishReason finish_reason = FinishReason::none;
@@ -120,11 +129,32 @@ struct StateReport {
   size_t draft_model = 0;  // the draft model's own state, all kinds
 };
 
+// What one slot is doing, for monitoring.
+struct SlotStatus {
+  int index = 0;
+  bool busy = false;
+  int64_t request_id = 0;
+  int64_t n_prompt = 0;
+  int64_t n_computed = 0;  // positions whose state is written (prompt progress)
+  int64_t n_generated = 0;
+  bool speculating = false;  // the request drafts; false when speculation is off for it
+  bool backed_off = false;   // the draft-length policy switched drafting off for now (it probes again later)
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  double acceptance_estimate = 0.0;
+};
+
+struct EngineStatus {
+  int64_t n_queued = 0;  // submitted requests waiting for a slot
+  std::vector<SlotStatus> slots;
+};
+
 struct ModelInfo {
   std::string architecture;
   std::string name;
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
+  int64_t n_ctx = 0;  // positions per slot of this engine
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   size_t n_params = 0;
@@ -157,6 +187,7 @@ class Engine {
   virtual void cancel(int64_t request_id) = 0;
   virtual RequestTimings timings(int64_t request_id) const = 0;
   virtual StateReport state_report() const = 0;
+  virtual EngineStatus status() const = 0;
 };
 
 }  // namespace rwd

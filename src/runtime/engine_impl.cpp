@@ -149,6 +149,7 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   info.name = hp.name;
   info.n_vocab = hp.n_vocab;
   info.n_ctx_train = hp.n_ctx_train;
+  info.n_ctx = options.n_ctx;
   info.n_layer = hp.n_layer;
   info.n_embd = hp.n_embd;
   info.n_params = engine->model_->n_params();
@@ -225,9 +226,32 @@ Result<int64_t> EngineImpl::submit(Request request, std::function<void(const Tok
     }
   }
   REWIND_RETURN_IF_ERROR(sampling::validate(to_sampling_params(request.sampling)));
+  REWIND_RETURN_IF_ERROR(validate_request_spec(request.spec));
   const int64_t id = next_request_id_++;
   pending_.push_back({id, std::move(request), std::move(on_token)});
   return id;
+}
+
+Status EngineImpl::validate_request_spec(const RequestSpec& spec) const {
+  const std::string& engine_mode = options_.spec.mode;
+  if (!spec.mode.empty() && spec.mode != "none" && spec.mode != engine_mode) {
+    if (engine_mode == "none") {
+      return Status::errorf("speculation '{}' is not available: this engine does not speculate (only 'none')",
+                            spec.mode);
+    }
+    return Status::errorf("speculation '{}' is not available: this engine speculates with '{}' (or 'none')", spec.mode,
+                          engine_mode);
+  }
+  if (spec.draft_max != 0 && spec.mode != "none") {
+    if (engine_mode == "none") {
+      return Status::errorf("draft_max {} was asked for but this engine does not speculate", spec.draft_max);
+    }
+    if (spec.draft_max < 1 || spec.draft_max > options_.spec.draft_max) {
+      return Status::errorf("draft_max must be in [1, {}] (the engine's limit), got {}", options_.spec.draft_max,
+                            spec.draft_max);
+    }
+  }
+  return Status::ok();
 }
 
 bool EngineImpl::idle() const {
@@ -286,9 +310,14 @@ void EngineImpl::assign_pending() {
     slot.timings.n_prompt_tokens = slot.n_prompt;
     slot.start_time = Clock::now();
     slot.counters_at_start = state_->counters(slot.index);
+    slot.policy.reset();
     if (proposer_) {
       proposer_->reset_slot(slot.index);
-      slot.policy.emplace(options_.spec.draft_min, options_.spec.draft_max, options_.spec.adaptive);
+      const RequestSpec& wanted = slot.request.spec;
+      if (wanted.mode != "none") {
+        const int draft_max = wanted.draft_max > 0 ? wanted.draft_max : options_.spec.draft_max;
+        slot.policy.emplace(std::min(options_.spec.draft_min, draft_max), draft_max, options_.spec.adaptive);
+      }
     }
   }
 }
@@ -323,6 +352,10 @@ void EngineImpl::handle_logits(Slot& slot, const float* logits) {
 void EngineImpl::emit(Slot& slot, int32_t token, const float* logits_row) {
   TokenEvent event;
   event.request_id = slot.request_id;
+  if (slot.request.logprobs) {
+    event.logprob = sampling::token_logprob(std::span<const float>(logits_row, static_cast<size_t>(info_.n_vocab)),
+                                            token);
+  }
   if (slot.request.top_logprobs > 0) {
     const std::span<const float> row(logits_row, static_cast<size_t>(info_.n_vocab));
     for (const sampling::TokenLogprob& entry : sampling::top_k_logprobs(row, slot.request.top_logprobs)) {
@@ -377,6 +410,29 @@ StateReport EngineImpl::state_report() const {
   report.rewind = bytes.rewind;
   report.draft_model = proposer_ ? proposer_->state_bytes() : 0;
   return report;
+}
+
+EngineStatus EngineImpl::status() const {
+  EngineStatus status;
+  status.n_queued = static_cast<int64_t>(pending_.size());
+  for (const Slot& slot : slots_) {
+    SlotStatus entry;
+    entry.index = slot.index;
+    entry.busy = slot.busy;
+    if (slot.busy) {
+      entry.request_id = slot.request_id;
+      entry.n_prompt = slot.n_prompt;
+      entry.n_computed = slot.n_computed;
+      entry.n_generated = slot.n_generated;
+      entry.speculating = slot.policy.has_value();
+      entry.backed_off = slot.policy && slot.policy->backed_off();
+      entry.drafted = slot.timings.spec.drafted;
+      entry.accepted = slot.timings.spec.accepted;
+      entry.acceptance_estimate = slot.policy ? slot.policy->acceptance() : 0.0;
+    }
+    status.slots.push_back(entry);
+  }
+  return status;
 }
 
 // Decoding slots go first (one token each, or a verify run), ahead of prompt chunks: they bound latency.

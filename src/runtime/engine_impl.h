@@ -37,6 +37,7 @@ class EngineImpl final : public Engine {
   void cancel(int64_t request_id) override;
   RequestTimings timings(int64_t request_id) const override;
   StateReport state_report() const override;
+  EngineStatus status() const override;
 
  private:
   struct Pending {
@@ -46,6 +47,7 @@ class EngineImpl final : public Engine {
   };
 
   EngineImpl() = default;
+  Status validate_request_spec(const RequestSpec& spec) const;
   void assign_pending();
   void finish(Slot& slot, FinishReason reason);
   void handle_logits(Slot& slot, const float* logits);

@@ -56,4 +56,8 @@ std::vector<TokenLogprob> top_k_logprobs(std::span<const float> logits, int32_t 
   return top;
 }
 
+float token_logprob(std::span<const float> logits, int32_t id) {
+  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_sum_exp(logits));
+}
+
 }  // namespace rwd::sampling

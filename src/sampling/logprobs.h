@@ -24,4 +24,7 @@ void log_softmax(std::span<const float> logits, std::vector<float>& out);
 // The k most likely tokens (fewer if the row is shorter), by decreasing log-probability, ties by id.
 std::vector<TokenLogprob> top_k_logprobs(std::span<const float> logits, int32_t k);
 
+// The log-probability of one token, the same number log_softmax gives for it.
+float token_logprob(std::span<const float> logits, int32_t id);
+
 }  // namespace rwd::sampling

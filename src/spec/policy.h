@@ -45,6 +45,8 @@ class DraftPolicy {
   // The estimated probability that a draft token is accepted given the previous one was.
   double acceptance() const;
   const PolicyDecisions& decisions() const { return decisions_; }
+  // True while speculation is switched off for the slot (plain decoding with periodic probes).
+  bool backed_off() const { return off_; }
 
  private:
   int draft_min_;

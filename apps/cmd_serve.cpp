@@ -1,0 +1,93 @@
+// `rewind serve`: the OpenAI-compatible HTTP server, with flags in the spirit of llama-server's.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "commands.h"
+#include "rewind/server.h"
+
+namespace rwd::apps {
+namespace {
+
+int serve(const ServeOptions& options) {
+  server::ServerOptions server_options;
+  server_options.engine = options.engine;
+  server_options.host = options.host;
+  server_options.port = options.port;
+  server_options.api_key = options.api_key;
+  server_options.max_queue = options.max_queue;
+  server_options.timeout_seconds = options.timeout_seconds;
+  server_options.model_alias = options.alias;
+  auto created = server::Server::create(server_options);
+  if (!created) return report_error(created.status().message());
+  server::Server& server = **created;
+
+  // Every thread the server starts inherits the blocked mask, so SIGINT and SIGTERM reach only sigwait below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const Status started = server.start();
+  if (!started) return report_error(started.message());
+  std::fprintf(stderr, "rewind serve: listening on http://%s:%d (model loading; GET /health says when ready)\n",
+               options.host.c_str(), server.port());
+  std::thread signal_waiter([&] {
+    int received = 0;
+    sigwait(&stop_signals, &received);
+    std::fprintf(stderr, "rewind serve: %s, stopping\n", received == SIGINT ? "interrupted" : "terminated");
+    server.stop();
+  });
+  const Status ended = server.wait();
+  server.stop();
+  // Wake the signal thread if it is still waiting (the server stopped on its own after a failure).
+  pthread_kill(signal_waiter.native_handle(), SIGTERM);
+  signal_waiter.join();
+  if (!ended) return report_error(ended.message());
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with slots and speculative decoding");
+  options.engine.n_slots = 4;
+  cmd->add_option("-m,--model", options.engine.model_path, "GGUF model file")->required();
+  cmd->add_option("--host", options.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", options.port, "port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--alias", options.alias, "model id clients see (default: the file name)");
+  cmd->add_option("-s,--slots,--parallel", options.engine.n_slots, "requests decoded together")
+      ->capture_default_str();
+  cmd->add_option("-c,--ctx-size", options.engine.n_ctx, "context size of each slot, in tokens")->capture_default_str();
+  cmd->add_option("-t,--threads", options.engine.n_threads, "threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("-b,--batch-size", options.engine.n_batch,
+                  "most tokens per forward: the per-step budget that prompt chunks share with decoding slots")
+      ->capture_default_str();
+  cmd->add_option("--chat-template", options.engine.chat_template,
+                  "chat format when the model has none or another is wanted: chatml, gemma, llama3");
+  cmd->add_option("--api-key", options.api_key, "require Authorization: Bearer KEY on /v1, /metrics and /slots");
+  cmd->add_option("--max-queue", options.max_queue, "requests waiting for a slot before answering 429")
+      ->capture_default_str();
+  cmd->add_option("--timeout", options.timeout_seconds, "socket read and write timeout in seconds")
+      ->capture_default_str();
+  SpecOptions& spec = options.engine.spec;
+  cmd->add_option("--spec", spec.mode, "speculative decoding: none, ngram, draft, mtp")->capture_default_str();
+  cmd->add_option("--draft-model", spec.draft_model, "draft model for --spec draft (same vocabulary)");
+  cmd->add_option("--draft-max", spec.draft_max, "most tokens drafted per round (requests may ask for fewer)")
+      ->capture_default_str();
+  cmd->add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
+  cmd->add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
+      ->capture_default_str();
+  cmd->add_option("--ngram-min", spec.ngram_min, "shortest n-gram the ngram proposer matches")->capture_default_str();
+  cmd->add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();
+  cmd->add_flag("!--fixed-draft", spec.adaptive,
+                "always draft --draft-max tokens (no adaptive draft length, no back-off)");
+  cmd->add_option("--rewind-depth", options.engine.rewind_depth,
+                  "committed tokens per slot kept exactly revocable (0: off)")
+      ->capture_default_str();
+  cmd->callback([&options, &exit_code] { exit_code = serve(options); });
+}
+
+}  // namespace rwd::apps

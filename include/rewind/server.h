@@ -1,0 +1,37 @@
+// The public API of `rewind serve`, the OpenAI-compatible HTTP server (DESIGN §7): cpp-httplib threads parse
+// and answer requests, one engine thread decodes every slot together. Admission is bounded (slots + queue, 429 beyond), a client
+// that goes away has its request cancelled, and every bad request gets a 4xx with an OpenAI-style error.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "rewind/engine.h"
+
+namespace rwd::server {
+
+struct ServerOptions {
+  EngineOptions engine;
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0: any free port (see Server::port)
+  std::string api_key;              // non-empty: /v1, /metrics and /slots need "Authorization: Bearer <key>"
+  int max_queue = 64;               // requests waiting for a slot before 429
+  int timeout_seconds = 600;        // socket read and write timeout
+  size_t max_body_bytes = 8 << 20;  // larger bodies get 413
+  std::string model_alias;          // the model id clients see; default: the GGUF's name or file name
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> create(const ServerOptions& options);
+  virtual ~Server() = default;
+  // Binds the socket and starts answering; the model loads in the background (/health says 503 meanwhile).
+  virtual Status start() = 0;
+  virtual int port() const = 0;
+  // Blocks until stop() or a fatal engine failure; returns what failed, if anything.
+  virtual Status wait() = 0;
+  virtual void stop() = 0;
+};
+
+}  // namespace rwd::server

@@ -1,0 +1,626 @@
+#include "rewind/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/log.h"
+#include "server/api.h"
+#include "server/chat_page.h"
+#include "server/engine_loop.h"
+#include "server/generation.h"
+#include "server/metrics.h"
+
+namespace rwd::server {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// How long a response waits for output before writing a keep-alive; a failed write is how a client that
+// went away is noticed (cpp-httplib does not expose the socket to poll).
+constexpr std::chrono::milliseconds kKeepAliveEvery{1000};
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& error) { send_json(res, error.status, error_body(error)); }
+
+bool same_secret(const std::string& a, const std::string& b) {
+  // Constant time over the expected key's length, so the comparison does not tell how much of a guess matched.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(i < a.size() ? a[i] ^ b[i] : 1);
+  return diff == 0;
+}
+
+const char* status_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 413: return "invalid_request_error";
+    case 429: return "rate_limit_error";
+    case 503: return "unavailable_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+// Held by whatever answers an admitted request; the last holder gives the place back.
+class Admission {
+ public:
+  explicit Admission(std::atomic<int64_t>& in_flight) : in_flight_(in_flight) {}
+  ~Admission() { in_flight_.fetch_sub(1); }
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+ private:
+  std::atomic<int64_t>& in_flight_;
+};
+
+// What one answer needs after the handler returned: the response is written by cpp-httplib's content
+// provider, which outlives the handler.
+struct Exchange {
+  std::shared_ptr<Generation> generation;
+  std::shared_ptr<Admission> admission;
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool return_tokens = false;
+  int64_t n_prompt = 0;
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  Clock::time_point arrival;
+};
+
+class HttpServer final : public Server {
+ public:
+  explicit HttpServer(const ServerOptions& options) : options_(options) {}
+  ~HttpServer() override { stop(); }
+
+  Status start() override;
+  int port() const override { return port_; }
+  Status wait() override;
+  void stop() override;
+
+ private:
+  void routes();
+  std::optional<ApiError> not_ready() const;
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void invalid(httplib::Response& res, const ApiError& error) {
+    metrics_.count(Outcome::invalid);
+    send_error(res, error);
+  }
+  json chunk(const Exchange& exchange, const std::string& text, const std::vector<GeneratedToken>& tokens,
+             bool first, const std::string& finish_reason, int64_t& text_offset) const;
+  json full_response(const Exchange& exchange, const GenerationUpdate& final, const std::string& text,
+                     const std::vector<GeneratedToken>& tokens) const;
+  void record_end(const Exchange& exchange, const GenerationUpdate& final);
+  bool stream_events(Exchange& exchange, httplib::DataSink& sink);
+  bool write_whole(Exchange& exchange, httplib::DataSink& sink);
+  std::string piece_of(int32_t id) const { return loop_->engine().detokenize({id}); }
+
+  ServerOptions options_;
+  httplib::Server http_;
+  std::unique_ptr<EngineLoop> loop_;
+  Metrics metrics_;
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> next_id_{1};
+  std::thread listen_thread_;
+  int port_ = 0;
+  std::string model_id_;
+  int64_t started_at_ = 0;
+  std::mutex stop_mutex_;
+  std::condition_variable stop_changed_;
+  bool stopped_ = false;
+  std::mt19937_64 seed_source_{std::random_device{}()};
+  std::mutex seed_mutex_;
+};
+
+Status HttpServer::start() {
+  // A client that closes its socket mid-response must give a failed write, not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  model_id_ = !options_.model_alias.empty() ? options_.model_alias
+                                             : std::filesystem::path(options_.engine.model_path).stem().string();
+  started_at_ = static_cast<int64_t>(std::time(nullptr));
+  routes();
+  const size_t n_threads = static_cast<size_t>(options_.engine.n_slots + options_.max_queue + 16);
+  http_.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  http_.set_read_timeout(options_.timeout_seconds, 0);
+  http_.set_write_timeout(options_.timeout_seconds, 0);
+  http_.set_payload_max_length(options_.max_body_bytes);
+  http_.set_tcp_nodelay(true);  // tokens go out one small write at a time
+  if (options_.port == 0) {
+    port_ = http_.bind_to_any_port(options_.host);
+    if (port_ <= 0) return Status::errorf("cannot listen on {} (any port)", options_.host);
+  } else {
+    if (!http_.bind_to_port(options_.host, options_.port)) {
+      return Status::errorf("cannot listen on {}:{} (in use, or not an address of this machine?)", options_.host,
+                            options_.port);
+    }
+    port_ = options_.port;
+  }
+  loop_ = std::make_unique<EngineLoop>(options_.engine);
+  loop_->start();
+  listen_thread_ = std::thread([this] { http_.listen_after_bind(); });
+  return Status::ok();
+}
+
+Status HttpServer::wait() {
+  std::unique_lock lock(stop_mutex_);
+  while (!stopped_) {
+    stop_changed_.wait_for(lock, std::chrono::milliseconds(200));
+    if (loop_ && loop_->phase() == EngineLoop::Phase::failed) return Status::error(loop_->failure());
+  }
+  return Status::ok();
+}
+
+void HttpServer::stop() {
+  {
+    std::lock_guard lock(stop_mutex_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  stop_changed_.notify_all();
+  http_.stop();
+  if (listen_thread_.joinable()) listen_thread_.join();
+  if (loop_) loop_->stop();
+}
+
+std::optional<ApiError> HttpServer::not_ready() const {
+  switch (loop_->phase()) {
+    case EngineLoop::Phase::ready: return std::nullopt;
+    case EngineLoop::Phase::loading:
+      return ApiError{503, fmt::format("the model is loading ({:.0f}%)", 100.0 * loop_->load_progress()), "",
+                      "unavailable_error"};
+    case EngineLoop::Phase::failed: break;
+  }
+  return ApiError{500, loop_->failure(), "", "server_error"};
+}
+
+void HttpServer::routes() {
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty() || req.path == "/" || req.path == "/health" || req.method == "OPTIONS") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const std::string header = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (header.compare(0, prefix.size(), prefix) == 0 && same_secret(header.substr(prefix.size()), options_.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    metrics_.count(Outcome::unauthorized);
+    send_error(res, {401, header.empty() ? "missing API key: send the header Authorization: Bearer <key>"
+                                         : "invalid API key",
+                     "", "authentication_error"});
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
+                                                                   httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message;
+    if (res.status == 404) {
+      message = fmt::format("no route for {} {}", req.method, req.path);
+    } else if (res.status == 413) {
+      message = "the request body is too large";
+    } else {
+      message = fmt::format("HTTP {} for {} {}", res.status, req.method, req.path);
+    }
+    send_error(res, {res.status, message, "", status_type(res.status)});
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+    std::string what = "unknown exception";
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log_error("request failed: {}", what);
+    metrics_.count(Outcome::failed);
+    send_error(res, {500, "internal error: " + what, "", "server_error"});
+  });
+  http_.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
+  http_.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    res.status = 204;
+  });
+
+  http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+  });
+  http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (auto error = not_ready()) {
+      json body = error_body(*error);
+      body["status"] = loop_->phase() == EngineLoop::Phase::loading ? "loading" : "error";
+      body["progress"] = loop_->load_progress();
+      send_json(res, error->status, body);
+      return;
+    }
+    const EngineSnapshot snapshot = loop_->snapshot();
+    int64_t busy = 0;
+    for (const SlotStatus& slot : snapshot.status.slots) busy += slot.busy;
+    send_json(res, 200, {{"status", "ok"},
+                         {"slots_idle", static_cast<int64_t>(snapshot.status.slots.size()) - busy},
+                         {"slots_busy", busy},
+                         {"queue_length", snapshot.status.n_queued}});
+  });
+  const auto models = [this](const httplib::Request&, httplib::Response& res) {
+    json model = {{"id", model_id_}, {"object", "model"}, {"created", started_at_}, {"owned_by", "rewind"}};
+    if (loop_->phase() == EngineLoop::Phase::ready) {
+      const ModelInfo& info = loop_->engine().info();
+      model["meta"] = {{"architecture", info.architecture}, {"name", info.name},
+                       {"n_params", info.n_params},         {"n_vocab", info.n_vocab},
+                       {"n_ctx", info.n_ctx},               {"n_ctx_train", info.n_ctx_train},
+                       {"n_slots", options_.engine.n_slots}, {"speculative", options_.engine.spec.mode},
+                       {"draft_max", options_.engine.spec.draft_max}, {"rollback", options_.engine.spec.rollback}};
+    }
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+  };
+  http_.Get("/v1/models", models);
+  http_.Get("/models", models);
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::optional<EngineSnapshot> snapshot;
+    if (loop_->phase() == EngineLoop::Phase::ready) snapshot = loop_->snapshot();
+    res.set_content(metrics_.render(snapshot ? &*snapshot : nullptr, in_flight_.load()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http_.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+    if (auto error = not_ready()) {
+      send_error(res, *error);
+      return;
+    }
+    json slots = json::array();
+    for (const SlotStatus& slot : loop_->snapshot().status.slots) {
+      json entry = {{"id", slot.index}, {"busy", slot.busy}};
+      if (slot.busy) {
+        entry["request_id"] = slot.request_id;
+        entry["n_prompt"] = slot.n_prompt;
+        entry["n_computed"] = slot.n_computed;
+        entry["n_generated"] = slot.n_generated;
+        entry["speculating"] = slot.speculating;
+        entry["spec_backed_off"] = slot.backed_off;
+        entry["drafted"] = slot.drafted;
+        entry["accepted"] = slot.accepted;
+        entry["acceptance_rate"] = slot.drafted > 0 ? static_cast<double>(slot.accepted) / slot.drafted : 0.0;
+        entry["acceptance_estimate"] = slot.acceptance_estimate;
+      }
+      slots.push_back(std::move(entry));
+    }
+    send_json(res, 200, slots);
+  });
+  for (const char* path : {"/v1/completions", "/completions"}) {
+    http_.Post(path, [this](const httplib::Request& req, httplib::Response& res) { handle_completion(req, res, false); });
+  }
+  for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
+    http_.Post(path, [this](const httplib::Request& req, httplib::Response& res) { handle_completion(req, res, true); });
+  }
+}
+
+void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const Clock::time_point arrival = Clock::now();
+  if (auto error = not_ready()) {
+    send_error(res, *error);
+    return;
+  }
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::exception& e) {
+    invalid(res, {400, fmt::format("the request body is not valid JSON: {}", e.what()), ""});
+    return;
+  }
+  CompletionParams params;
+  if (auto error = parse_completion_request(body, chat, params)) {
+    invalid(res, *error);
+    return;
+  }
+  const SpecOptions& spec = options_.engine.spec;
+  if (params.spec_type && *params.spec_type != "none" && *params.spec_type != spec.mode) {
+    invalid(res, {400,
+                  spec.mode == "none"
+                      ? fmt::format("speculative.type '{}' is not available: the server runs without speculation "
+                                    "(start it with --spec)", *params.spec_type)
+                      : fmt::format("speculative.type '{}' is not available: the server speculates with '{}' (or "
+                                    "'none')", *params.spec_type, spec.mode),
+                  "speculative.type"});
+    return;
+  }
+  const bool speculating = spec.mode != "none" && params.spec_type.value_or(spec.mode) != "none";
+  if (params.spec_draft_max > 0 && speculating && params.spec_draft_max > spec.draft_max) {
+    invalid(res, {400, fmt::format("speculative.draft_max must be in [1, {}] (the server's --draft-max), got {}",
+                                   spec.draft_max, params.spec_draft_max),
+                  "speculative.draft_max"});
+    return;
+  }
+
+  const Engine& engine = loop_->engine();
+  const std::string prompt_field = chat ? "messages" : "prompt";
+  std::vector<int32_t> ids;
+  if (chat) {
+    Result<std::string> formatted = engine.format_chat(params.messages);
+    if (!formatted) {
+      invalid(res, {400, "messages: " + formatted.status().message(), "messages"});
+      return;
+    }
+    auto tokens = engine.tokenize(*formatted, engine.add_bos_default(), /*parse_special=*/true);
+    if (!tokens) {
+      invalid(res, {400, "messages: " + tokens.status().message(), "messages"});
+      return;
+    }
+    ids = std::move(*tokens);
+  } else if (!params.prompt_ids.empty()) {
+    ids = params.prompt_ids;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= engine.info().n_vocab) {
+        invalid(res, {400, fmt::format("prompt[{}]: token id {} is outside the vocabulary [0, {})", i, ids[i],
+                                       engine.info().n_vocab),
+                      "prompt"});
+        return;
+      }
+    }
+  } else {
+    auto tokens = engine.tokenize(params.prompt, engine.add_bos_default(), /*parse_special=*/true);
+    if (!tokens) {
+      invalid(res, {400, "prompt: " + tokens.status().message(), "prompt"});
+      return;
+    }
+    ids = std::move(*tokens);
+  }
+  if (ids.empty()) {
+    invalid(res, {400, prompt_field + " is empty: it gives no tokens", prompt_field});
+    return;
+  }
+  const int64_t n_ctx = engine.info().n_ctx;
+  const int64_t n_prompt = static_cast<int64_t>(ids.size());
+  if (n_prompt >= n_ctx) {
+    invalid(res, {400, fmt::format("the prompt has {} tokens but the context holds {} positions per slot, and at "
+                                   "least one is needed for output",
+                                   n_prompt, n_ctx),
+                  prompt_field});
+    return;
+  }
+  const int64_t room = n_ctx - n_prompt;
+  const int64_t max_tokens = params.max_tokens.value_or(chat ? room : std::min<int64_t>(16, room));
+  if (max_tokens > room) {
+    invalid(res, {400, fmt::format("max_tokens {} and the prompt's {} tokens exceed the context of {} positions "
+                                   "(at most {} new tokens fit)",
+                                   max_tokens, n_prompt, n_ctx, room),
+                  "max_tokens"});
+    return;
+  }
+
+  const int64_t limit = options_.engine.n_slots + options_.max_queue;
+  if (in_flight_.fetch_add(1) >= limit) {
+    in_flight_.fetch_sub(1);
+    metrics_.count(Outcome::rejected);
+    res.set_header("Retry-After", "1");
+    send_error(res, {429, fmt::format("the server is busy: {} requests are decoding or queued, the most it takes; "
+                                      "retry later", limit),
+                     "", "rate_limit_error"});
+    return;
+  }
+  auto exchange = std::make_shared<Exchange>();
+  exchange->admission = std::make_shared<Admission>(in_flight_);
+  exchange->chat = chat;
+  exchange->stream = params.stream;
+  exchange->include_usage = params.include_usage;
+  exchange->logprobs = params.logprobs;
+  exchange->top_logprobs = params.top_logprobs;
+  exchange->return_tokens = params.return_tokens;
+  exchange->n_prompt = n_prompt;
+  exchange->id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_.fetch_add(1));
+  exchange->created = static_cast<int64_t>(std::time(nullptr));
+  exchange->model = model_id_;
+  exchange->arrival = arrival;
+
+  Request request;
+  request.prompt_ids = std::move(ids);
+  request.max_tokens = static_cast<int>(max_tokens);
+  request.sampling = params.sampling;
+  if (!params.seed_given) {
+    std::lock_guard lock(seed_mutex_);
+    request.sampling.seed = seed_source_();
+  }
+  request.ignore_eos = params.ignore_eos;
+  request.logprobs = params.logprobs;
+  request.top_logprobs = params.top_logprobs;
+  if (params.spec_type) request.spec.mode = *params.spec_type;
+  if (speculating) request.spec.draft_max = params.spec_draft_max;
+  exchange->generation = std::make_shared<Generation>(params.stop, params.logprobs || params.return_tokens);
+  loop_->submit(std::move(request), exchange->generation, params.logprobs);
+  const Status accepted = exchange->generation->wait_accepted();
+  if (!accepted) {
+    invalid(res, {400, accepted.message(), ""});
+    return;
+  }
+
+  const auto release = [this, exchange](bool) {
+    if (!exchange->generation->finished()) {
+      loop_->cancel(exchange->generation);
+      metrics_.count(Outcome::cancelled);
+    }
+  };
+  if (params.stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, exchange](size_t, httplib::DataSink& sink) { return stream_events(*exchange, sink); }, release);
+  } else {
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, exchange](size_t, httplib::DataSink& sink) { return write_whole(*exchange, sink); }, release);
+  }
+}
+
+json HttpServer::chunk(const Exchange& exchange, const std::string& text, const std::vector<GeneratedToken>& tokens,
+                       bool first, const std::string& finish_reason, int64_t& text_offset) const {
+  json choice = {{"index", 0}};
+  const PieceOf piece = [this](int32_t id) { return piece_of(id); };
+  if (exchange.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || first) delta["content"] = text;
+    choice["delta"] = std::move(delta);
+    choice["logprobs"] = exchange.logprobs && !tokens.empty()
+                             ? chat_logprobs_json(tokens, piece, exchange.top_logprobs > 0)
+                             : json(nullptr);
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] =
+        exchange.logprobs && !tokens.empty() ? completion_logprobs_json(tokens, piece, text_offset) : json(nullptr);
+  }
+  for (const GeneratedToken& token : tokens) text_offset += static_cast<int64_t>(token.piece.size());
+  if (exchange.return_tokens) {
+    json ids = json::array();
+    for (const GeneratedToken& token : tokens) ids.push_back(token.id);
+    choice["tokens"] = std::move(ids);
+  }
+  choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
+  return {{"id", exchange.id},
+          {"object", exchange.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", exchange.created},
+          {"model", exchange.model},
+          {"choices", json::array({std::move(choice)})}};
+}
+
+json HttpServer::full_response(const Exchange& exchange, const GenerationUpdate& final, const std::string& text,
+                               const std::vector<GeneratedToken>& tokens) const {
+  const PieceOf piece = [this](int32_t id) { return piece_of(id); };
+  json choice = {{"index", 0}};
+  if (exchange.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["logprobs"] =
+        exchange.logprobs ? chat_logprobs_json(tokens, piece, exchange.top_logprobs > 0) : json(nullptr);
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = exchange.logprobs ? completion_logprobs_json(tokens, piece, 0) : json(nullptr);
+  }
+  if (exchange.return_tokens) {
+    json ids = json::array();
+    for (const GeneratedToken& token : tokens) ids.push_back(token.id);
+    choice["tokens"] = std::move(ids);
+  }
+  choice["finish_reason"] = final.finish_reason;
+  return {{"id", exchange.id},
+          {"object", exchange.chat ? "chat.completion" : "text_completion"},
+          {"created", exchange.created},
+          {"model", exchange.model},
+          {"choices", json::array({std::move(choice)})},
+          {"usage", usage_json(exchange.n_prompt, final.n_generated)},
+          {"timings", timings_json(final.timings, final.time_per_output_token)}};
+}
+
+void HttpServer::record_end(const Exchange& exchange, const GenerationUpdate& final) {
+  if (final.finish_reason == "error") {
+    metrics_.count(Outcome::failed);
+    return;
+  }
+  metrics_.count(final.finish_reason == "cancelled" ? Outcome::cancelled : Outcome::completed);
+  metrics_.finished(final, exchange.n_prompt);
+  metrics_.observe_duration(std::chrono::duration<double>(Clock::now() - exchange.arrival).count());
+}
+
+bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
+  const auto send = [&](const std::string& payload) {
+    const std::string event = "data: " + payload + "\n\n";
+    return sink.write(event.data(), event.size());
+  };
+  const auto gone = [&] {
+    loop_->cancel(exchange.generation);
+    return false;
+  };
+  bool first = true;
+  int64_t text_offset = 0;
+  while (true) {
+    GenerationUpdate update;
+    if (!exchange.generation->take(update, kKeepAliveEvery)) {
+      static const std::string kComment = ": keep-alive\n\n";
+      if (!sink.write(kComment.data(), kComment.size())) return gone();
+      continue;
+    }
+    if (!update.text.empty() || !update.tokens.empty() || (first && exchange.chat)) {
+      if (!send(dump(chunk(exchange, update.text, update.tokens, first, "", text_offset)))) return gone();
+      first = false;
+    }
+    if (!update.done) continue;
+    record_end(exchange, update);
+    if (update.finish_reason == "error") {
+      send(dump(error_body({500, update.error, "", "server_error"})));
+    } else {
+      json last = chunk(exchange, "", {}, false, update.finish_reason, text_offset);
+      last["usage"] = usage_json(exchange.n_prompt, update.n_generated);
+      last["timings"] = timings_json(update.timings, update.time_per_output_token);
+      if (!send(dump(last))) return false;
+      if (exchange.include_usage) {
+        json usage = {{"id", exchange.id},
+                      {"object", exchange.chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", exchange.created},
+                      {"model", exchange.model},
+                      {"choices", json::array()},
+                      {"usage", usage_json(exchange.n_prompt, update.n_generated)}};
+        if (!send(dump(usage))) return false;
+      }
+    }
+    send("[DONE]");
+    sink.done();
+    return true;
+  }
+}
+
+bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
+  std::string text;
+  std::vector<GeneratedToken> tokens;
+  while (true) {
+    GenerationUpdate update;
+    if (!exchange.generation->take(update, kKeepAliveEvery)) {
+      // Leading whitespace is valid JSON; it lets a write fail when the client has gone.
+      if (!sink.write(" ", 1)) {
+        loop_->cancel(exchange.generation);
+        return false;
+      }
+      continue;
+    }
+    text += update.text;
+    for (GeneratedToken& token : update.tokens) tokens.push_back(std::move(token));
+    if (!update.done) continue;
+    record_end(exchange, update);
+    const std::string body = update.finish_reason == "error"
+                                 ? dump(error_body({500, update.error, "", "server_error"}))
+                                 : dump(full_response(exchange, update, text, tokens));
+    sink.write(body.data(), body.size());
+    sink.done();
+    return true;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) return Status::errorf("port must be in [0, 65535], got {}", options.port);
+  if (options.max_queue < 0 || options.max_queue > 100000) {
+    return Status::errorf("max-queue must be in [0, 100000], got {}", options.max_queue);
+  }
+  if (options.timeout_seconds < 1) return Status::errorf("timeout must be at least 1 second, got {}", options.timeout_seconds);
+  if (options.engine.n_slots < 1 || options.engine.n_slots > 256) {
+    return Status::errorf("slots must be in [1, 256], got {}", options.engine.n_slots);
+  }
+  if (!std::filesystem::exists(options.engine.model_path)) {
+    return Status::errorf("{}: no such model file", options.engine.model_path);
+  }
+  return std::unique_ptr<Server>(new HttpServer(options));
+}
+
+}  // namespace rwd::server
