@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install packages, build (Release, warnings as errors), run every
-# CTest test; then build with address + undefined sanitizers and run the unit and spec labels under them.
+# CTest test; then build with address + undefined sanitizers and run the unit, spec and server labels under them.
 # Real-model tests run only when the models are in the cache (scripts/fetch_models.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,5 +13,5 @@ ctest --test-dir "$root/build" --output-on-failure -j "$jobs" --timeout 900
 if [ "${REWIND_SKIP_SANITIZE:-0}" != "1" ]; then
   REWIND_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DREWIND_SANITIZE=ON -DREWIND_BUILD_BENCH=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -L "unit|spec" --timeout 900
+  ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -L "unit|spec|server" --timeout 900
 fi

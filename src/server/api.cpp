@@ -317,6 +317,7 @@ std::optional<ApiError> parse_completion_request(const json& body, bool chat, Co
     if (!options->is_object()) return type_error("stream_options", "an object", *options);
     if (auto error = get_bool(*options, "include_usage", out.include_usage)) {
       error->param = "stream_options.include_usage";
+      error->message = "stream_options." + error->message;
       return error;
     }
   }

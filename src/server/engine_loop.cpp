@@ -47,6 +47,11 @@ void EngineLoop::cancel(std::shared_ptr<Generation> generation) {
   inbox_changed_.notify_all();
 }
 
+bool EngineLoop::accepting() const {
+  std::lock_guard lock(inbox_mutex_);
+  return !stopping_ && phase_.load() != Phase::failed;
+}
+
 EngineSnapshot EngineLoop::snapshot() const {
   std::lock_guard lock(snapshot_mutex_);
   return snapshot_;

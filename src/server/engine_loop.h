@@ -45,6 +45,8 @@ class EngineLoop {
   void submit(Request request, std::shared_ptr<Generation> generation, bool want_pieces);
   void cancel(std::shared_ptr<Generation> generation);
   EngineSnapshot snapshot() const;
+  // False once the loop stops or fails: submissions are refused from then on.
+  bool accepting() const;
 
  private:
   struct Command {

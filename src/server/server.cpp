@@ -25,8 +25,9 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// How long a response waits for output before writing a keep-alive; a failed write is how a client that
-// went away is noticed (cpp-httplib does not expose the socket to poll).
+// How often a response writes at least something: a keep-alive when no output came, and for a whole (unstreamed)
+// response a space even while tokens flow. A failed write is how a client that went away is noticed
+// (cpp-httplib does not expose the socket to poll).
 constexpr std::chrono::milliseconds kKeepAliveEvery{1000};
 
 void send_json(httplib::Response& res, int status, const json& body) {
@@ -82,6 +83,7 @@ struct Exchange {
   int64_t created = 0;
   std::string model;
   Clock::time_point arrival;
+  bool counted = false;  // its outcome is in the metrics (HTTP thread only: the provider and releaser share it)
 };
 
 class HttpServer final : public Server {
@@ -106,7 +108,10 @@ class HttpServer final : public Server {
              bool first, const std::string& finish_reason, int64_t& text_offset) const;
   json full_response(const Exchange& exchange, const GenerationUpdate& final, const std::string& text,
                      const std::vector<GeneratedToken>& tokens) const;
-  void record_end(const Exchange& exchange, const GenerationUpdate& final);
+  void record_end(Exchange& exchange, const GenerationUpdate& final);
+  // The client went away: cancels the request in the engine and counts it as cancelled, unless its outcome
+  // was counted already.
+  void abandon(Exchange& exchange);
   bool stream_events(Exchange& exchange, httplib::DataSink& sink);
   bool write_whole(Exchange& exchange, httplib::DataSink& sink);
   std::string piece_of(int32_t id) const { return loop_->engine().detokenize({id}); }
@@ -173,9 +178,11 @@ void HttpServer::stop() {
     stopped_ = true;
   }
   stop_changed_.notify_all();
-  http_.stop();
-  if (listen_thread_.joinable()) listen_thread_.join();
+  http_.stop();  // no new connections; does not wait
+  // Open requests end now, with an error: the listener's join waits for every response to be written, and a
+  // response waits for its generation, which would otherwise run to max_tokens.
   if (loop_) loop_->stop();
+  if (listen_thread_.joinable()) listen_thread_.join();
 }
 
 std::optional<ApiError> HttpServer::not_ready() const {
@@ -443,15 +450,18 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   loop_->submit(std::move(request), exchange->generation, params.logprobs);
   const Status accepted = exchange->generation->wait_accepted();
   if (!accepted) {
-    invalid(res, {400, accepted.message(), ""});
+    if (loop_->accepting()) {
+      invalid(res, {400, accepted.message(), ""});
+    } else {
+      send_error(res, {503, accepted.message(), "", "unavailable_error"});
+    }
     return;
   }
 
-  const auto release = [this, exchange](bool) {
-    if (!exchange->generation->finished()) {
-      loop_->cancel(exchange->generation);
-      metrics_.count(Outcome::cancelled);
-    }
+  // Runs when cpp-httplib drops the response; `written` is false when the client went away before the whole
+  // response was written, even before the provider ran (whether the generation finished says nothing of that).
+  const auto release = [this, exchange](bool written) {
+    if (!written) abandon(*exchange);
   };
   if (params.stream) {
     res.set_header("Cache-Control", "no-cache");
@@ -523,7 +533,8 @@ json HttpServer::full_response(const Exchange& exchange, const GenerationUpdate&
           {"timings", timings_json(final.timings, final.time_per_output_token)}};
 }
 
-void HttpServer::record_end(const Exchange& exchange, const GenerationUpdate& final) {
+void HttpServer::record_end(Exchange& exchange, const GenerationUpdate& final) {
+  exchange.counted = true;
   if (final.finish_reason == "error") {
     metrics_.count(Outcome::failed);
     return;
@@ -533,13 +544,20 @@ void HttpServer::record_end(const Exchange& exchange, const GenerationUpdate& fi
   metrics_.observe_duration(std::chrono::duration<double>(Clock::now() - exchange.arrival).count());
 }
 
+void HttpServer::abandon(Exchange& exchange) {
+  if (exchange.counted) return;
+  exchange.counted = true;
+  loop_->cancel(exchange.generation);
+  metrics_.count(Outcome::cancelled);
+}
+
 bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
   const auto send = [&](const std::string& payload) {
     const std::string event = "data: " + payload + "\n\n";
     return sink.write(event.data(), event.size());
   };
   const auto gone = [&] {
-    loop_->cancel(exchange.generation);
+    abandon(exchange);
     return false;
   };
   bool first = true;
@@ -583,15 +601,19 @@ bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
 bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
   std::string text;
   std::vector<GeneratedToken> tokens;
+  Clock::time_point last_write = Clock::now();
   while (true) {
     GenerationUpdate update;
-    if (!exchange.generation->take(update, kKeepAliveEvery)) {
-      // Leading whitespace is valid JSON; it lets a write fail when the client has gone.
+    const bool got = exchange.generation->take(update, kKeepAliveEvery);
+    // Leading whitespace is valid JSON; it lets a write fail when the client has gone. Written on a clock, not
+    // only when output stalls: while tokens flow, nothing else is written until the end.
+    if (!got || Clock::now() - last_write >= kKeepAliveEvery) {
       if (!sink.write(" ", 1)) {
-        loop_->cancel(exchange.generation);
+        abandon(exchange);
         return false;
       }
-      continue;
+      last_write = Clock::now();
+      if (!got) continue;
     }
     text += update.text;
     for (GeneratedToken& token : update.tokens) tokens.push_back(std::move(token));
@@ -610,8 +632,9 @@ bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
 
 Result<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535) return Status::errorf("port must be in [0, 65535], got {}", options.port);
-  if (options.max_queue < 0 || options.max_queue > 100000) {
-    return Status::errorf("max-queue must be in [0, 100000], got {}", options.max_queue);
+  // Every admitted request holds an HTTP thread while it waits, and the threads are started up front.
+  if (options.max_queue < 0 || options.max_queue > 1024) {
+    return Status::errorf("max-queue must be in [0, 1024], got {}", options.max_queue);
   }
   if (options.timeout_seconds < 1) return Status::errorf("timeout must be at least 1 second, got {}", options.timeout_seconds);
   if (options.engine.n_slots < 1 || options.engine.n_slots > 256) {

@@ -1,0 +1,958 @@
+// `rewind serve` end to end: a real Server in this process on a loopback port, spoken to over HTTP with
+// cpp-httplib's client (and a raw socket where a client must vanish mid-response). Greedy outputs are checked
+// against the Engine API run directly on the same model, streamed text against the same request unstreamed,
+// speculative output against plain decoding; every refused request must come back as a 4xx naming its field
+// and leave the server with idle slots and nothing in flight; a client that leaves, and stop(), end requests.
+// links: rewind_server PkgConfig::HTTPLIB
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "rewind/engine.h"
+#include "rewind/server.h"
+
+namespace rwd::server {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr int kThreads = 2;
+constexpr int kContext = 256;
+// A request that outlives any client disconnect by many seconds: the tiny model generates thousands of tokens
+// per second at short context, but 32000 tokens into a 32768-position context take tens of seconds.
+constexpr int kLongContext = 32768;
+constexpr int kLongMaxTokens = 32000;
+
+std::string model_path() { return std::string(REWIND_TEST_DATA) + "/qwen35-tiny-f32.gguf"; }
+
+EngineOptions engine_options(int n_slots, int n_ctx = kContext) {
+  EngineOptions options;
+  options.model_path = model_path();
+  options.n_threads = kThreads;
+  options.n_ctx = n_ctx;
+  options.n_slots = n_slots;
+  options.chat_template = "chatml";  // the test model ships without a template
+  return options;
+}
+
+ServerOptions server_options(int n_slots, int n_ctx = kContext) {
+  ServerOptions options;
+  options.engine = engine_options(n_slots, n_ctx);
+  options.port = 0;
+  options.max_queue = 8;
+  options.max_body_bytes = 64 << 10;
+  return options;
+}
+
+// --- HTTP ---
+
+struct Reply {
+  int status = 0;  // 0: no HTTP response at all
+  std::string body;
+  std::string content_type;
+  httplib::Headers headers;
+
+  json parsed() const { return json::parse(body, nullptr, /*allow_exceptions=*/false); }
+};
+
+httplib::Client client_for(int port) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(60, 0);
+  client.set_write_timeout(10, 0);
+  return client;
+}
+
+Reply to_reply(const httplib::Result& result) {
+  Reply reply;
+  if (!result) return reply;
+  reply.status = result->status;
+  reply.body = result->body;
+  reply.content_type = result->get_header_value("Content-Type");
+  reply.headers = result->headers;
+  return reply;
+}
+
+Reply get(int port, const std::string& path, const httplib::Headers& headers = {}) {
+  httplib::Client client = client_for(port);
+  return to_reply(client.Get(path, headers));
+}
+
+Reply post_raw(int port, const std::string& path, const std::string& body, const httplib::Headers& headers = {}) {
+  httplib::Client client = client_for(port);
+  return to_reply(client.Post(path, headers, body, "application/json"));
+}
+
+Reply post(int port, const std::string& path, const json& body, const httplib::Headers& headers = {}) {
+  return post_raw(port, path, body.dump(), headers);
+}
+
+// A client that can vanish: a plain TCP connection, closed whenever the test says.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  }
+  ~RawConnection() { close(); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+
+  bool send_post(const std::string& path, const json& body) {
+    const std::string payload = body.dump();
+    const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                                "Content-Length: " + std::to_string(payload.size()) + "\r\n\r\n" + payload;
+    for (size_t sent = 0; sent < request.size();) {
+      const ssize_t n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // Reads until `needle` has arrived; false when the deadline passes or the server closes first.
+  bool read_until(const std::string& needle, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (received_.find(needle) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd entry{fd_, POLLIN, 0};
+      if (::poll(&entry, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) return false;
+      received_.append(buffer, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  const std::string& received() const { return received_; }
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string received_;
+};
+
+// The events of a text/event-stream body, in order; "[DONE]" must be the last.
+struct EventStream {
+  std::vector<json> chunks;
+  bool done = false;
+  bool well_formed = true;
+};
+
+EventStream parse_events(const std::string& body) {
+  EventStream out;
+  size_t at = 0;
+  while (at < body.size()) {
+    size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) end = body.size();
+    const std::string event = body.substr(at, end - at);
+    at = end + 2;
+    if (event.empty() || event[0] == ':') continue;  // keep-alive comments
+    if (event.rfind("data: ", 0) != 0 || out.done) {
+      out.well_formed = false;
+      continue;
+    }
+    const std::string payload = event.substr(6);
+    if (payload == "[DONE]") {
+      out.done = true;
+      continue;
+    }
+    json chunk = json::parse(payload, nullptr, false);
+    if (chunk.is_discarded()) out.well_formed = false;
+    out.chunks.push_back(std::move(chunk));
+  }
+  return out;
+}
+
+// The text of a stream: completions' `text` or chat's `delta.content`, concatenated.
+std::string stream_text(const EventStream& events) {
+  std::string text;
+  for (const json& chunk : events.chunks) {
+    if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    if (choice.contains("text")) text += choice["text"].get<std::string>();
+    if (choice.contains("delta") && choice["delta"].contains("content")) {
+      text += choice["delta"]["content"].get<std::string>();
+    }
+  }
+  return text;
+}
+
+// Value of one series in Prometheus text, e.g. `rewind_requests_total{outcome="cancelled"}`; NaN when absent.
+double metric(const std::string& exposition, const std::string& series) {
+  std::istringstream lines(exposition);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nan("");
+}
+
+double metric(int port, const std::string& series, const httplib::Headers& headers = {}) {
+  return metric(get(port, "/metrics", headers).body, series);
+}
+
+std::string outcome(const char* name) { return std::string("rewind_requests_total{outcome=\"") + name + "\"}"; }
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return condition();
+}
+
+bool all_slots_idle(int port) {
+  const Reply reply = get(port, "/slots");
+  if (reply.status != 200) return false;
+  json slots = reply.parsed();
+  if (!slots.is_array() || slots.empty()) return false;
+  for (const json& slot : slots) {
+    if (slot.value("busy", true)) return false;
+  }
+  return true;
+}
+
+bool any_slot_busy(int port) {
+  const json slots = get(port, "/slots").parsed();
+  if (!slots.is_array()) return false;
+  for (const json& slot : slots) {
+    if (slot.value("busy", false)) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<Server> start_server(const ServerOptions& options) {
+  Result<std::unique_ptr<Server>> created = Server::create(options);
+  if (!created) {
+    ADD_FAILURE() << created.status().message();
+    return nullptr;
+  }
+  std::unique_ptr<Server> server = std::move(*created);
+  if (const Status started = server->start(); !started) {
+    ADD_FAILURE() << started.message();
+    return nullptr;
+  }
+  const int port = server->port();
+  if (!eventually([&] { return get(port, "/health").status == 200; }, 60s)) {
+    ADD_FAILURE() << "the server never became healthy";
+    return nullptr;
+  }
+  return server;
+}
+
+// --- references from the Engine API ---
+
+struct EngineOutput {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top;
+  std::string text;
+};
+
+EngineOutput run_engine(Request request, const EngineOptions& options = engine_options(1)) {
+  EngineOutput out;
+  Result<std::unique_ptr<Engine>> opened = Engine::open(options);
+  EXPECT_TRUE(opened.is_ok()) << opened.status().message();
+  if (!opened) return out;
+  Engine& engine = **opened;
+  Result<int64_t> id = engine.submit(std::move(request), [&](const TokenEvent& event) {
+    if (event.done) return;
+    out.ids.push_back(event.token);
+    out.logprobs.push_back(event.logprob);
+    out.top.push_back(event.top);
+  });
+  EXPECT_TRUE(id.is_ok()) << id.status().message();
+  while (id && !engine.idle()) {
+    const Status status = engine.step();
+    EXPECT_TRUE(status.is_ok()) << status.message();
+    if (!status) break;
+  }
+  out.text = engine.detokenize(out.ids);
+  return out;
+}
+
+Request greedy_request(std::vector<int32_t> prompt, int max_tokens) {
+  Request request;
+  request.prompt_ids = std::move(prompt);
+  request.max_tokens = max_tokens;
+  request.sampling.temperature = 0.0f;
+  request.ignore_eos = true;
+  return request;
+}
+
+// What the server's tokenizer makes of a text prompt or of chat messages, from the Engine API.
+std::vector<int32_t> tokenize_prompt(const std::string& text) {
+  auto engine = Engine::open(engine_options(1));
+  EXPECT_TRUE(engine.is_ok());
+  if (!engine) return {};
+  auto ids = (*engine)->tokenize(text, (*engine)->add_bos_default(), /*parse_special=*/true);
+  EXPECT_TRUE(ids.is_ok());
+  return ids ? *ids : std::vector<int32_t>{};
+}
+
+std::vector<int32_t> tokenize_chat(const std::vector<ChatMessage>& messages) {
+  auto engine = Engine::open(engine_options(1));
+  EXPECT_TRUE(engine.is_ok());
+  if (!engine) return {};
+  auto formatted = (*engine)->format_chat(messages);
+  EXPECT_TRUE(formatted.is_ok());
+  if (!formatted) return {};
+  auto ids = (*engine)->tokenize(*formatted, (*engine)->add_bos_default(), /*parse_special=*/true);
+  EXPECT_TRUE(ids.is_ok());
+  return ids ? *ids : std::vector<int32_t>{};
+}
+
+std::vector<int32_t> ascii_ids(const std::string& text) { return {text.begin(), text.end()}; }
+
+json greedy_body(const std::vector<int32_t>& prompt, int max_tokens) {
+  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true},
+          {"return_tokens", true}};
+}
+
+std::vector<int32_t> returned_ids(json response) {
+  return response["choices"][0]["tokens"].get<std::vector<int32_t>>();
+}
+
+// --- one shared server: 4 slots, a small context and body limit ---
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = start_server(server_options(4)); }
+  static void TearDownTestSuite() { server_.reset(); }
+  void SetUp() override { ASSERT_NE(server_, nullptr); }
+  static int port() { return server_->port(); }
+
+  static inline std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, ChatPageHealthModelsSlotsAndMetrics) {
+  const Reply page = get(port(), "/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type.rfind("text/html", 0), 0u) << page.content_type;
+  EXPECT_NE(page.body.find("<html"), std::string::npos);
+
+  const Reply health = get(port(), "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.parsed()["status"], "ok");
+  EXPECT_EQ(health.parsed()["slots_idle"], 4);
+
+  const Reply models = get(port(), "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  json model = models.parsed()["data"][0];
+  EXPECT_EQ(model["id"], std::filesystem::path(model_path()).stem().string());
+  EXPECT_EQ(model["object"], "model");
+  EXPECT_EQ(model["meta"]["n_ctx"], kContext);
+  EXPECT_EQ(model["meta"]["n_slots"], 4);
+  EXPECT_EQ(get(port(), "/models").parsed(), models.parsed());
+
+  const Reply slots = get(port(), "/slots");
+  ASSERT_EQ(slots.status, 200);
+  ASSERT_TRUE(slots.parsed().is_array());
+  EXPECT_EQ(slots.parsed().size(), 4u);
+
+  const Reply metrics = get(port(), "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  for (const char* series : {"rewind_requests_total{outcome=\"completed\"}", "rewind_requests_in_flight",
+                             "rewind_slots", "rewind_model_loaded", "rewind_generated_tokens_total"}) {
+    EXPECT_FALSE(std::isnan(metric(metrics.body, series))) << series;
+  }
+  EXPECT_EQ(metric(metrics.body, "rewind_slots"), 4.0);
+  EXPECT_EQ(metric(metrics.body, "rewind_model_loaded"), 1.0);
+}
+
+TEST_F(ServerTest, GreedyCompletionMatchesTheEngine) {
+  const std::vector<int32_t> prompt = ascii_ids("The quick brown fox");
+  const EngineOutput reference = run_engine(greedy_request(prompt, 24));
+  ASSERT_EQ(reference.ids.size(), 24u);
+
+  const Reply reply = post(port(), "/v1/completions", greedy_body(prompt, 24));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json response = reply.parsed();
+  EXPECT_EQ(response["object"], "text_completion");
+  EXPECT_EQ(returned_ids(response), reference.ids);
+  EXPECT_EQ(response["choices"][0]["text"], reference.text);
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(response["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(response["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(response["usage"]["total_tokens"], prompt.size() + 24);
+  EXPECT_EQ(response["timings"]["predicted_n"], 24);
+  EXPECT_EQ(response["timings"]["prompt_n"], prompt.size());
+
+  // The same prompt as a batch of one id list, as OpenAI clients send it.
+  json batched = greedy_body(prompt, 24);
+  batched["prompt"] = json::array({prompt});
+  const Reply batched_reply = post(port(), "/completions", batched);
+  ASSERT_EQ(batched_reply.status, 200) << batched_reply.body;
+  EXPECT_EQ(returned_ids(batched_reply.parsed()), reference.ids);
+}
+
+TEST_F(ServerTest, TextPromptIsTokenizedLikeTheEngine) {
+  const std::string text = "Hello, world";
+  const EngineOutput reference = run_engine(greedy_request(tokenize_prompt(text), 12));
+  const Reply reply = post(port(), "/v1/completions", {{"prompt", text}, {"max_tokens", 12}, {"temperature", 0},
+                                                       {"ignore_eos", true}, {"return_tokens", true}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(returned_ids(reply.parsed()), reference.ids);
+  EXPECT_EQ(reply.parsed()["usage"]["prompt_tokens"], tokenize_prompt(text).size());
+}
+
+TEST_F(ServerTest, ChatCompletionMatchesTheEngine) {
+  const std::vector<ChatMessage> messages = {{"system", "You are terse."}, {"user", "Name a colour."}};
+  const EngineOutput reference = run_engine(greedy_request(tokenize_chat(messages), 16));
+  const json body = {{"messages", json::array({{{"role", "system"}, {"content", "You are terse."}},
+                                               {{"role", "user"}, {"content", "Name a colour."}}})},
+                     {"max_tokens", 16},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const Reply reply = post(port(), "/v1/chat/completions", body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json response = reply.parsed();
+  EXPECT_EQ(response["object"], "chat.completion");
+  EXPECT_EQ(response["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(response["choices"][0]["message"]["content"], reference.text);
+  EXPECT_EQ(response["usage"]["prompt_tokens"], tokenize_chat(messages).size());
+  EXPECT_EQ(response["usage"]["completion_tokens"], 16);
+}
+
+TEST_F(ServerTest, StreamedTextEqualsTheWholeResponse) {
+  const json body = greedy_body(ascii_ids("Once upon a time"), 32);
+  const Reply whole = post(port(), "/v1/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  const Reply streamed = post(port(), "/v1/completions", streamed_body);
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(streamed.content_type.rfind("text/event-stream", 0), 0u) << streamed.content_type;
+  const EventStream events = parse_events(streamed.body);
+  EXPECT_TRUE(events.well_formed) << streamed.body;
+  EXPECT_TRUE(events.done) << "no data: [DONE] at the end";
+  ASSERT_GE(events.chunks.size(), 2u);
+  EXPECT_EQ(stream_text(events), whole.parsed()["choices"][0]["text"]);
+
+  std::vector<int32_t> ids;
+  for (json chunk : events.chunks) {
+    for (int32_t id : chunk["choices"][0]["tokens"]) ids.push_back(id);
+  }
+  EXPECT_EQ(ids, returned_ids(whole.parsed()));
+
+  // Only the last chunk finishes, and it carries usage and timings.
+  for (size_t i = 0; i + 1 < events.chunks.size(); ++i) {
+    json chunk = events.chunks[i];
+    EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null()) << chunk.dump();
+  }
+  json last = events.chunks.back();
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(last["usage"]["completion_tokens"], 32);
+  EXPECT_EQ(last["timings"]["predicted_n"], 32);
+}
+
+TEST_F(ServerTest, ChatStreamStartsWithTheAssistantRoleAndCanEndWithUsage) {
+  const json messages = json::array({{{"role", "user"}, {"content", "Tell me a story."}}});
+  const json body = {{"messages", messages}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}};
+  const Reply whole = post(port(), "/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  streamed_body["stream_options"] = {{"include_usage", true}};
+  const Reply streamed = post(port(), "/v1/chat/completions", streamed_body);
+  ASSERT_EQ(streamed.status, 200);
+  const EventStream events = parse_events(streamed.body);
+  EXPECT_TRUE(events.well_formed) << streamed.body;
+  EXPECT_TRUE(events.done);
+  ASSERT_GE(events.chunks.size(), 3u);
+  EXPECT_EQ(events.chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events.chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(stream_text(events), whole.parsed()["choices"][0]["message"]["content"]);
+
+  json finish = events.chunks[events.chunks.size() - 2];
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+  json usage = events.chunks.back();
+  EXPECT_TRUE(usage["choices"].is_array() && usage["choices"].empty()) << usage.dump();
+  EXPECT_EQ(usage["usage"], whole.parsed()["usage"]);
+}
+
+TEST_F(ServerTest, StopStringCutsTheOutputBeforeIt) {
+  const std::vector<int32_t> prompt = ascii_ids("A stop string test: ");
+  const EngineOutput reference = run_engine(greedy_request(prompt, 48));
+  ASSERT_EQ(reference.text.size(), 48u);  // printable ASCII: one byte per token
+  const std::string stop = reference.text.substr(24, 3);
+  const size_t at = reference.text.find(stop);
+  const std::string expected = reference.text.substr(0, at);
+
+  json body = greedy_body(prompt, 48);
+  body["stop"] = json::array({stop, "\x01never"});
+  const Reply reply = post(port(), "/v1/completions", body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json response = reply.parsed();
+  EXPECT_EQ(response["choices"][0]["text"], expected);
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "stop");
+  // Usage counts the tokens generated, up to the one that completed the stop string.
+  EXPECT_EQ(response["usage"]["completion_tokens"], at + stop.size());
+
+  body["stream"] = true;
+  const Reply streamed = post(port(), "/v1/completions", body);
+  ASSERT_EQ(streamed.status, 200);
+  const EventStream events = parse_events(streamed.body);
+  EXPECT_TRUE(events.done);
+  EXPECT_EQ(stream_text(events), expected);
+  ASSERT_FALSE(events.chunks.empty());
+  EXPECT_EQ(events.chunks.back()["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServerTest, SeedMakesSamplingRepeatable) {
+  const std::vector<int32_t> prompt = ascii_ids("Random: ");
+  const auto sample = [&](int64_t seed) {
+    const Reply reply = post(port(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 1.0},
+                                                         {"seed", seed}, {"ignore_eos", true}, {"return_tokens", true}});
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.parsed();
+  };
+  json first = sample(42);
+  json again = sample(42);
+  EXPECT_EQ(first["choices"][0]["text"], again["choices"][0]["text"]);
+
+  // The seed reaches the engine's sampler unchanged, with the server's default top_k/top_p/min_p.
+  Request request = greedy_request(prompt, 24);
+  request.sampling = SamplingParams{};
+  request.sampling.temperature = 1.0f;
+  request.sampling.seed = 42;
+  EXPECT_EQ(returned_ids(first), run_engine(request).ids);
+
+  bool any_different = false;
+  for (int64_t seed = 1; seed <= 5 && !any_different; ++seed) {
+    any_different = sample(seed)["choices"][0]["text"] != first["choices"][0]["text"];
+  }
+  EXPECT_TRUE(any_different) << "five other seeds all gave seed 42's text";
+}
+
+TEST_F(ServerTest, ConcurrentRequestsGiveWhatEachGivesAlone) {
+  const std::vector<std::vector<int32_t>> prompts = {ascii_ids("first prompt"), ascii_ids("Second, longer prompt here"),
+                                                     ascii_ids("3"), ascii_ids("the fourth one!")};
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& prompt : prompts) {
+    const Reply reply = post(port(), "/v1/completions", greedy_body(prompt, 40));
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    alone.push_back(returned_ids(reply.parsed()));
+  }
+  EXPECT_EQ(alone[0], run_engine(greedy_request(prompts[0], 40)).ids);
+
+  std::vector<Reply> together(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] { together[i] = post(port(), "/v1/completions", greedy_body(prompts[i], 40)); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(together[i].status, 200) << together[i].body;
+    EXPECT_EQ(returned_ids(together[i].parsed()), alone[i]) << "prompt " << i;
+  }
+  EXPECT_TRUE(eventually([&] { return all_slots_idle(port()); }));
+}
+
+TEST_F(ServerTest, CompletionLogprobsMatchTheEngine) {
+  const std::vector<int32_t> prompt = ascii_ids("Log probabilities");
+  Request request = greedy_request(prompt, 10);
+  request.logprobs = true;
+  request.top_logprobs = 3;
+  const EngineOutput reference = run_engine(request);
+
+  json body = greedy_body(prompt, 10);
+  body["logprobs"] = 3;
+  const Reply reply = post(port(), "/v1/completions", body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json logprobs = reply.parsed()["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), 10u);
+  ASSERT_EQ(logprobs["token_logprobs"].size(), 10u);
+  ASSERT_EQ(logprobs["top_logprobs"].size(), 10u);
+  ASSERT_EQ(logprobs["text_offset"].size(), 10u);
+  for (size_t i = 0; i < 10; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(logprobs["tokens"][i], std::string(1, static_cast<char>(reference.ids[i])));
+    EXPECT_EQ(logprobs["text_offset"][i], i);
+    const float chosen = logprobs["token_logprobs"][i].get<float>();
+    EXPECT_EQ(chosen, reference.logprobs[i]);
+    json top = logprobs["top_logprobs"][i];
+    ASSERT_EQ(top.size(), 3u);
+    float best = -INFINITY;
+    for (const auto& entry : top.items()) best = std::max(best, entry.value().get<float>());
+    EXPECT_EQ(chosen, best);  // greedy picks the most likely token
+    EXPECT_EQ(top.value(logprobs["tokens"][i].get<std::string>(), NAN), chosen);
+  }
+}
+
+TEST_F(ServerTest, ChatLogprobsListTheTopAlternatives) {
+  const json body = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                     {"max_tokens", 6},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"logprobs", true},
+                     {"top_logprobs", 2}};
+  const Reply reply = post(port(), "/v1/chat/completions", body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json content = reply.parsed()["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u);
+  std::string joined;
+  for (json entry : content) {
+    joined += entry["token"].get<std::string>();
+    ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+    EXPECT_EQ(entry["top_logprobs"][0]["logprob"], entry["logprob"]);
+    EXPECT_EQ(entry["top_logprobs"][0]["token"], entry["token"]);
+    EXPECT_GE(entry["top_logprobs"][0]["logprob"].get<float>(), entry["top_logprobs"][1]["logprob"].get<float>());
+    EXPECT_EQ(entry["bytes"].size(), entry["token"].get<std::string>().size());
+  }
+  EXPECT_EQ(joined, reply.parsed()["choices"][0]["message"]["content"]);
+
+  // Streamed, every content chunk carries the logprobs of its own tokens.
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  const EventStream events = parse_events(post(port(), "/v1/chat/completions", streamed_body).body);
+  size_t n_entries = 0;
+  for (json chunk : events.chunks) {
+    json logprobs = chunk["choices"][0]["logprobs"];
+    if (logprobs.is_null()) continue;
+    for (const json& entry : logprobs["content"]) {
+      EXPECT_EQ(entry, content[n_entries]);
+      ++n_entries;
+    }
+  }
+  EXPECT_EQ(n_entries, content.size());
+}
+
+// Each refused request is a 4xx with an OpenAI error object; `param` names the field when there is one.
+void expect_refused(const Reply& reply, int status, const std::optional<std::string>& param,
+                    const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(reply.status, status) << reply.body;
+  EXPECT_EQ(reply.content_type.rfind("application/json", 0), 0u) << reply.content_type;
+  json body = reply.parsed();
+  ASSERT_TRUE(body.is_object()) << reply.body;
+  ASSERT_TRUE(body.contains("error")) << reply.body;
+  json error = body["error"];
+  EXPECT_TRUE(error["message"].is_string() && !error["message"].get<std::string>().empty()) << reply.body;
+  EXPECT_TRUE(error["type"].is_string()) << reply.body;
+  ASSERT_TRUE(error.contains("param")) << reply.body;
+  if (param) {
+    EXPECT_EQ(error["param"], *param) << reply.body;
+    EXPECT_NE(error["message"].get<std::string>().find(*param), std::string::npos) << reply.body;
+  }
+}
+
+TEST_F(ServerTest, BadRequestsAreRefusedAndLeaveTheServerClean) {
+  const double invalid_before = metric(port(), outcome("invalid"));
+  const json ok_prompt = json::array({72, 105});
+  const auto completion = [&](json extra) {
+    json body = {{"prompt", ok_prompt}, {"max_tokens", 4}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+    return post(port(), "/v1/completions", body);
+  };
+
+  expect_refused(post_raw(port(), "/v1/completions", "{\"prompt\": [1, 2"), 400, std::nullopt, "malformed JSON");
+  expect_refused(post_raw(port(), "/v1/completions", "[1, 2, 3]"), 400, std::nullopt, "body not an object");
+  expect_refused(completion({{"temperature", "hot"}}), 400, "temperature", "temperature as a string");
+  expect_refused(completion({{"max_tokens", -5}}), 400, "max_tokens", "negative max_tokens");
+  expect_refused(completion({{"max_tokens", 1000000000000}}), 400, "max_tokens", "max_tokens 10^12");
+  expect_refused(completion({{"max_tokens", kContext - 1}}), 400, "max_tokens", "max_tokens + prompt over the context");
+  expect_refused(completion({{"prompt", std::vector<int32_t>(kContext, 65)}}), 400, "prompt", "prompt over the context");
+  expect_refused(completion({{"prompt", std::string(kContext + 10, 'a')}}), 400, "prompt", "text prompt over the context");
+  expect_refused(completion({{"prompt", {65, 512}}}), 400, "prompt", "id outside the vocabulary");
+  expect_refused(completion({{"n", 2}}), 400, "n", "n = 2");
+  expect_refused(completion({{"speculative", {{"type", "ngram"}}}}), 400, "speculative.type", "speculation off");
+  expect_refused(post(port(), "/v1/chat/completions", {{"messages", json::array()}}), 400, "messages",
+                 "empty messages");
+  expect_refused(post(port(), "/v1/chat/completions", {{"messages", json::array({{{"role", "user"}, {"content", 7}}})}}),
+                 400, "messages[0].content", "a number as content");
+  expect_refused(post_raw(port(), "/v1/completions", "{\"prompt\": \"a\xff\xfe b\", \"max_tokens\": 2}"), 400,
+                 std::nullopt, "invalid UTF-8");
+  EXPECT_EQ(metric(port(), outcome("invalid")) - invalid_before, 14.0);
+
+  const Reply oversized = post(port(), "/v1/completions", {{"prompt", std::string(100 << 10, 'a')}});
+  expect_refused(oversized, 413, std::nullopt, "oversized body");
+  const Reply unknown = get(port(), "/v1/nothing");
+  expect_refused(unknown, 404, std::nullopt, "unknown route");
+  EXPECT_EQ(unknown.parsed()["error"]["type"], "not_found_error");
+  const Reply wrong_method = get(port(), "/v1/completions");
+  EXPECT_TRUE(wrong_method.status == 404 || wrong_method.status == 405) << wrong_method.status;
+  expect_refused(wrong_method, wrong_method.status, std::nullopt, "GET on a POST route");
+
+  EXPECT_TRUE(all_slots_idle(port()));
+  EXPECT_EQ(metric(port(), "rewind_requests_in_flight"), 0.0);
+  const Reply fine = completion(json::object());
+  EXPECT_EQ(fine.status, 200) << fine.body;
+  EXPECT_EQ(fine.parsed()["usage"]["completion_tokens"], 4);
+}
+
+// --- servers of their own ---
+
+TEST(ServerAuth, KeyIsNeededExceptForThePageAndHealth) {
+  ServerOptions options = server_options(1);
+  options.api_key = "secret";
+  const std::unique_ptr<Server> server = start_server(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+
+  const Reply missing = get(port, "/v1/models");
+  expect_refused(missing, 401, std::nullopt, "no key");
+  EXPECT_EQ(missing.parsed()["error"]["type"], "authentication_error");
+  expect_refused(get(port, "/v1/models", {{"Authorization", "Bearer wrong"}}), 401, std::nullopt, "wrong key");
+  expect_refused(get(port, "/v1/models", {{"Authorization", "Bearer secretX"}}), 401, std::nullopt, "longer key");
+  expect_refused(get(port, "/v1/models", {{"Authorization", "secret"}}), 401, std::nullopt, "no Bearer");
+  expect_refused(get(port, "/metrics"), 401, std::nullopt, "metrics without a key");
+  expect_refused(post(port, "/v1/completions", greedy_body({65}, 2)), 401, std::nullopt, "completion without a key");
+
+  const httplib::Headers key = {{"Authorization", "Bearer secret"}};
+  EXPECT_EQ(get(port, "/v1/models", key).status, 200);
+  EXPECT_EQ(post(port, "/v1/completions", greedy_body({65}, 2), key).status, 200);
+  EXPECT_EQ(get(port, "/").status, 200);
+  EXPECT_EQ(get(port, "/health").status, 200);
+  EXPECT_GE(metric(port, outcome("unauthorized"), key), 5.0);
+}
+
+// Repetitive prompts, so the n-gram proposer finds drafts the target accepts.
+std::vector<std::vector<int32_t>> repeating_prompts() {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int period : {4, 8}) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 32; ++i) ids.push_back(33 + i % period);
+    prompts.push_back(ids);
+  }
+  prompts.push_back(ascii_ids("abcabcabcabcabcabc xyz xyz xyz xyz"));
+  return prompts;
+}
+
+TEST(ServerSpeculation, NgramOutputEqualsPlainDecoding) {
+  ServerOptions options = server_options(2);
+  options.engine.spec.mode = "ngram";
+  const std::unique_ptr<Server> spec_server = start_server(options);
+  const std::unique_ptr<Server> plain_server = start_server(server_options(2));
+  ASSERT_NE(spec_server, nullptr);
+  ASSERT_NE(plain_server, nullptr);
+
+  int64_t total_drafted = 0;
+  for (const std::vector<int32_t>& prompt : repeating_prompts()) {
+    const json body = greedy_body(prompt, 64);
+    const Reply speculated = post(spec_server->port(), "/v1/completions", body);
+    json plain_body = body;
+    plain_body["speculative"] = {{"type", "none"}};
+    const Reply switched_off = post(spec_server->port(), "/v1/completions", plain_body);
+    const Reply plain = post(plain_server->port(), "/v1/completions", body);
+    ASSERT_EQ(speculated.status, 200) << speculated.body;
+    ASSERT_EQ(switched_off.status, 200) << switched_off.body;
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    const std::vector<int32_t> reference = returned_ids(plain.parsed());
+    EXPECT_EQ(reference, run_engine(greedy_request(prompt, 64)).ids);
+    EXPECT_EQ(returned_ids(speculated.parsed()), reference);
+    EXPECT_EQ(returned_ids(switched_off.parsed()), reference);
+    EXPECT_EQ(switched_off.parsed()["timings"]["draft_n"], 0);
+    json timings = speculated.parsed()["timings"];
+    EXPECT_LE(timings["draft_n_accepted"].get<int64_t>(), timings["draft_n"].get<int64_t>());
+    total_drafted += timings["draft_n"].get<int64_t>();
+
+    json capped = body;
+    capped["speculative"] = {{"draft_max", 2}};
+    const Reply capped_reply = post(spec_server->port(), "/v1/completions", capped);
+    ASSERT_EQ(capped_reply.status, 200) << capped_reply.body;
+    EXPECT_EQ(returned_ids(capped_reply.parsed()), reference);
+  }
+  EXPECT_GT(total_drafted, 0) << "no prompt made the n-gram proposer draft";
+
+  json wrong_kind = greedy_body({65}, 4);
+  wrong_kind["speculative"] = {{"type", "draft"}};
+  expect_refused(post(spec_server->port(), "/v1/completions", wrong_kind), 400, "speculative.type", "draft on ngram");
+  json too_deep = greedy_body({65}, 4);
+  too_deep["speculative"] = {{"draft_max", options.engine.spec.draft_max + 1}};
+  expect_refused(post(spec_server->port(), "/v1/completions", too_deep), 400, "speculative.draft_max",
+                 "draft_max above the server's");
+}
+
+// A server whose requests can run long: one slot and a large context.
+std::unique_ptr<Server> start_long_server(int max_queue) {
+  ServerOptions options = server_options(1, kLongContext);
+  options.max_queue = max_queue;
+  return start_server(options);
+}
+
+json long_body(bool stream) {
+  json body = greedy_body(ascii_ids("Go on forever"), kLongMaxTokens);
+  body["stream"] = stream;
+  return body;
+}
+
+TEST(ServerCancellation, ClosedStreamCancelsTheRequest) {
+  const std::unique_ptr<Server> server = start_long_server(4);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  {
+    RawConnection connection(port);
+    ASSERT_TRUE(connection.connected());
+    ASSERT_TRUE(connection.send_post("/v1/completions", long_body(true)));
+    ASSERT_TRUE(connection.read_until("data: {", 30s)) << connection.received();
+  }
+  // The request would take far longer than this deadline if it were not cancelled.
+  EXPECT_TRUE(eventually([&] { return all_slots_idle(port); }));
+  EXPECT_TRUE(eventually([&] { return metric(port, outcome("cancelled")) >= 1.0; }));
+  EXPECT_EQ(metric(port, outcome("completed")), 0.0);
+  EXPECT_TRUE(eventually([&] { return metric(port, "rewind_requests_in_flight") == 0.0; }));
+
+  const Reply after = post(port, "/v1/completions", greedy_body(ascii_ids("still there?"), 8));
+  EXPECT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(after.parsed()["usage"]["completion_tokens"], 8);
+}
+
+TEST(ServerCancellation, ClientGoneBeforeAWholeResponseCancelsIt) {
+  const std::unique_ptr<Server> server = start_long_server(4);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  {
+    RawConnection connection(port);
+    ASSERT_TRUE(connection.connected());
+    ASSERT_TRUE(connection.send_post("/v1/completions", long_body(false)));
+    // Close only once the request is decoding, so the server has read it and must notice the client left.
+    ASSERT_TRUE(eventually([&] { return any_slot_busy(port); }, 30s));
+  }
+  // The server notices at its next keep-alive write (every second).
+  EXPECT_TRUE(eventually([&] { return all_slots_idle(port); }, 15s));
+  EXPECT_TRUE(eventually([&] { return metric(port, outcome("cancelled")) >= 1.0; }));
+  EXPECT_EQ(metric(port, outcome("completed")), 0.0);
+  EXPECT_TRUE(eventually([&] { return metric(port, "rewind_requests_in_flight") == 0.0; }));
+
+  const Reply after = post(port, "/v1/completions", greedy_body(ascii_ids("still there?"), 8));
+  EXPECT_EQ(after.status, 200) << after.body;
+}
+
+TEST(ServerAdmission, FullQueueGives429UntilASlotFrees) {
+  const std::unique_ptr<Server> server = start_long_server(0);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  {
+    RawConnection first(port);
+    ASSERT_TRUE(first.connected());
+    ASSERT_TRUE(first.send_post("/v1/completions", long_body(true)));
+    ASSERT_TRUE(first.read_until("data: {", 30s)) << first.received();
+
+    const Reply refused = post(port, "/v1/completions", greedy_body({65}, 4));
+    expect_refused(refused, 429, std::nullopt, "queue full");
+    EXPECT_EQ(refused.parsed()["error"]["type"], "rate_limit_error");
+    EXPECT_NE(refused.headers.find("Retry-After"), refused.headers.end());
+    EXPECT_EQ(metric(port, outcome("rejected")), 1.0);
+    EXPECT_EQ(metric(port, "rewind_requests_in_flight"), 1.0);
+    // The first request is still running: only it holds the one place. (/slots is published after each engine
+    // step, so it can lag the first token the client already has.)
+    EXPECT_TRUE(eventually([&] { return any_slot_busy(port); }));
+  }
+  // Closing the first request's connection ends it; then the place is free again.
+  Reply admitted;
+  EXPECT_TRUE(eventually([&] {
+    admitted = post(port, "/v1/completions", greedy_body({65}, 4));
+    return admitted.status == 200;
+  }));
+  EXPECT_EQ(admitted.parsed()["usage"]["completion_tokens"], 4) << admitted.body;
+}
+
+TEST(ServerShutdown, StopEndsOpenRequestsWithAnError) {
+  const std::unique_ptr<Server> server = start_long_server(4);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  Reply streamed;
+  Reply queued;
+  std::thread streaming_client([&] { streamed = post(port, "/v1/completions", long_body(true)); });
+  EXPECT_TRUE(eventually([&] { return any_slot_busy(port); }, 30s));
+  std::thread queued_client([&] { queued = post(port, "/v1/completions", long_body(false)); });
+  EXPECT_TRUE(eventually([&] { return metric(port, "rewind_queue_length") == 1.0; }, 30s));
+
+  // Both requests would run for a long time; stop() must end them rather than wait for them.
+  std::future<void> stopping = std::async(std::launch::async, [&] { server->stop(); });
+  EXPECT_EQ(stopping.wait_for(20s), std::future_status::ready) << "stop() waits for open requests to finish";
+  streaming_client.join();
+  queued_client.join();
+  stopping.wait();
+
+  const EventStream events = parse_events(streamed.body);
+  EXPECT_TRUE(events.well_formed) << streamed.body.substr(0, 200);
+  EXPECT_TRUE(events.done);
+  ASSERT_FALSE(events.chunks.empty());
+  json last = events.chunks.back();
+  EXPECT_EQ(last["error"]["type"], "server_error") << last.dump();
+  EXPECT_EQ(queued.parsed()["error"]["type"], "server_error") << queued.body.substr(0, 300);
+}
+
+TEST(ServerStartup, CreateRefusesBadOptions) {
+  const auto refused = [](const std::function<void(ServerOptions&)>& change, const std::string& needle) {
+    ServerOptions options = server_options(1);
+    change(options);
+    const Result<std::unique_ptr<Server>> created = Server::create(options);
+    ASSERT_FALSE(created.is_ok()) << needle;
+    EXPECT_NE(created.status().message().find(needle), std::string::npos) << created.status().message();
+  };
+  refused([](ServerOptions& options) { options.port = 70000; }, "port");
+  refused([](ServerOptions& options) { options.max_queue = -1; }, "max-queue");
+  refused([](ServerOptions& options) { options.timeout_seconds = 0; }, "timeout");
+  refused([](ServerOptions& options) { options.engine.n_slots = 0; }, "slots");
+  refused([](ServerOptions& options) { options.engine.model_path = "/nonexistent/model.gguf"; }, "/nonexistent/model.gguf");
+}
+
+TEST(ServerStartup, ModelThatFailsToLoadIsReportedNotServed) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("rewind_not_a_model_" + std::to_string(::getpid()) + ".gguf")).string();
+  std::ofstream(path) << "this is not a GGUF file";
+  ServerOptions options = server_options(1);
+  options.engine.model_path = path;
+  Result<std::unique_ptr<Server>> created = Server::create(options);
+  ASSERT_TRUE(created.is_ok()) << created.status().message();
+  Server& server = **created;
+  ASSERT_TRUE(server.start().is_ok());
+  const int port = server.port();
+
+  // wait() returns once the engine thread has given up on the model.
+  const Status ended = server.wait();
+  EXPECT_FALSE(ended.is_ok());
+  EXPECT_NE(ended.message().find("cannot load the model"), std::string::npos) << ended.message();
+  const Reply health = get(port, "/health");
+  EXPECT_EQ(health.status, 500) << health.body;
+  EXPECT_EQ(health.parsed()["status"], "error");
+  expect_refused(post(port, "/v1/completions", greedy_body({65}, 2)), 500, std::nullopt, "no model");
+  EXPECT_EQ(get(port, "/metrics").status, 200);
+  EXPECT_EQ(metric(port, "rewind_model_loaded"), 0.0);
+  server.stop();
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace rwd::server
