@@ -1,8 +1,21 @@
-// `rewind bench`: prompt-processing and generation tokens/s for a model and thread counts, with the weight
-// bytes a decode step reads and the machine's measured read bandwidth side by side: how close decoding
-// runs to the memory-bandwidth ceiling. Medians of --reps runs after one warm-up.
+// `rewind bench`: measurements that answer a deployer's questions, one subcommand each.
+//   decode (also plain `rewind bench -m MODEL`): prompt-processing and generation tokens/s per thread count;
+//     prefill also as achieved GFLOP/s, counting 2·n_params FLOPs per token (a multiply-add per weight, as if
+//     every tensor were a dense matmul: the embedding table and all MoE experts counted, attention scores not);
+//     decode also as the weight bytes a step reads per second next to the machine's read bandwidth, measured in
+//     the same run: how close decoding runs to the memory ceiling.
+//     Medians of --reps runs after one warm-up. --verify prices a verify round against a plain step instead.
+//   kernels: runs the Google Benchmark binary rewind_bench_kernels (bench/) with the arguments after `--`.
+//   spec: the speculative-decoding grid (cmd_bench_spec.cpp).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -112,7 +125,10 @@ int bench_verify(const BenchOptions& options) {
   return 0;
 }
 
-int bench(const BenchOptions& options) {
+int bench_decode(const BenchOptions& options) {
+  if (options.model.empty()) {
+    return report_error("bench decode needs -m MODEL; `rewind bench --help` lists the other subcommands");
+  }
   if (!options.verify.empty()) return bench_verify(options);
   if (options.n_prompt < 1 || options.n_gen < 2 || options.reps < 1) {
     return report_error("bench needs -p >= 1, -n >= 2 and --reps >= 1");
@@ -120,11 +136,6 @@ int bench(const BenchOptions& options) {
   auto threads = parse_threads(options.threads);
   if (!threads) return report_error(threads.status().message());
   nlohmann::json rows = nlohmann::json::array();
-  if (!options.json) {
-    std::printf("| model | threads | isa | pp%d tok/s | tg%d tok/s | weights MiB/token | weight GB/s | read GB/s | of ceiling |\n",
-                options.n_prompt, options.n_gen);
-    std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
-  }
   for (int n_threads : *threads) {
     EngineOptions engine_options;
     engine_options.model_path = options.model;
@@ -133,6 +144,12 @@ int bench(const BenchOptions& options) {
     engine_options.n_batch = std::max(options.n_prompt, 1);
     auto opened = Engine::open(engine_options);
     if (!opened) return report_error(opened.status().message());
+    if (!options.json && rows.empty()) {  // once the model has opened: no empty table before an error
+      std::printf("| model | threads | isa | pp%d tok/s | pp GFLOP/s (2·params/token) | tg%d tok/s | weights MiB/token "
+                  "| weight GB/s | read GB/s | of ceiling |\n",
+                  options.n_prompt, options.n_gen);
+      std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    }
     Engine& engine = **opened;
     const ModelInfo& info = engine.info();
     std::vector<int32_t> prompt(static_cast<size_t>(options.n_prompt));
@@ -148,23 +165,34 @@ int bench(const BenchOptions& options) {
       pp.push_back(prompt_run->n_prompt_tokens / prompt_run->prompt_seconds);
       tg.push_back((gen_run->n_generated_tokens - 1) / gen_run->generation_seconds);
     }
+    // The ceiling, measured now with the engine's thread count, on the machine as loaded during the run above.
     const double bandwidth = measure_read_bandwidth_gbps(info.n_threads);
     const double pp_tps = median(pp);
     const double tg_tps = median(tg);
+    const double pp_gflops = pp_tps * 2.0 * static_cast<double>(info.n_params) / 1e9;
     const double weight_gbps = tg_tps * static_cast<double>(info.weight_bytes_per_token) / 1e9;
     const double spread_tg = tg.size() > 1 ? (*std::max_element(tg.begin(), tg.end()) - *std::min_element(tg.begin(), tg.end())) : 0.0;
-    nlohmann::json row = {{"model", options.model},         {"architecture", info.architecture},
-                          {"threads", info.n_threads},       {"isa", info.isa},
-                          {"n_prompt", options.n_prompt},    {"n_gen", options.n_gen},
-                          {"pp_tokens_per_second", pp_tps},  {"tg_tokens_per_second", tg_tps},
-                          {"tg_spread", spread_tg},          {"weight_bytes_per_token", info.weight_bytes_per_token},
-                          {"weight_gbps", weight_gbps},      {"read_bandwidth_gbps", bandwidth},
+    nlohmann::json row = {{"model", options.model},
+                          {"architecture", info.architecture},
+                          {"threads", info.n_threads},
+                          {"isa", info.isa},
+                          {"n_prompt", options.n_prompt},
+                          {"n_gen", options.n_gen},
+                          {"n_params", info.n_params},
+                          {"pp_tokens_per_second", pp_tps},
+                          {"pp_gflops_2_params_per_token", pp_gflops},
+                          {"tg_tokens_per_second", tg_tps},
+                          {"tg_spread", spread_tg},
+                          {"weight_bytes_per_token", info.weight_bytes_per_token},
+                          {"weight_gbps", weight_gbps},
+                          {"read_bandwidth_gbps", bandwidth},
                           {"fraction_of_ceiling", bandwidth > 0 ? weight_gbps / bandwidth : 0.0}};
     rows.push_back(row);
     if (!options.json) {
-      std::printf("| %s | %d | %s | %.1f | %.1f ± %.1f | %.1f | %.2f | %.2f | %.0f %% |\n", info.name.c_str(),
-                  info.n_threads, info.isa.c_str(), pp_tps, tg_tps, spread_tg / 2, info.weight_bytes_per_token / 1048576.0,
-                  weight_gbps, bandwidth, bandwidth > 0 ? 100.0 * weight_gbps / bandwidth : 0.0);
+      std::printf("| %s | %d | %s | %.1f | %.1f | %.1f ± %.1f | %.1f | %.2f | %.2f | %.0f %% |\n", info.name.c_str(),
+                  info.n_threads, info.isa.c_str(), pp_tps, pp_gflops, tg_tps, spread_tg / 2,
+                  info.weight_bytes_per_token / 1048576.0, weight_gbps, bandwidth,
+                  bandwidth > 0 ? 100.0 * weight_gbps / bandwidth : 0.0);
       std::fflush(stdout);
     }
   }
@@ -172,22 +200,120 @@ int bench(const BenchOptions& options) {
   return 0;
 }
 
+// Where rewind_bench_kernels may be: $REWIND_BENCH_KERNELS, then beside the rewind binary (an install), then
+// ../bench/ from it (the build tree: build/apps/rewind, build/bench/rewind_bench_kernels).
+std::vector<std::filesystem::path> kernel_bench_candidates() {
+  std::vector<std::filesystem::path> paths;
+  if (const char* env = std::getenv("REWIND_BENCH_KERNELS"); env != nullptr && *env != '\0') {
+    paths.emplace_back(env);
+    return paths;  // an explicit choice is not second-guessed
+  }
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return paths;
+  paths.push_back(self.parent_path() / "rewind_bench_kernels");
+  paths.push_back((self.parent_path().parent_path() / "bench" / "rewind_bench_kernels").lexically_normal());
+  return paths;
+}
+
+// Runs the kernels binary in a child process with the arguments after `--` and returns its exit status
+// (128 + signal if it was killed, as a shell reports it).
+int bench_kernels(const BenchOptions& options) {
+  const std::vector<std::filesystem::path> candidates = kernel_bench_candidates();
+  std::string binary;
+  for (const std::filesystem::path& path : candidates) {
+    if (::access(path.c_str(), X_OK) == 0) {
+      binary = path.string();
+      break;
+    }
+  }
+  if (binary.empty()) {
+    std::string tried;
+    for (const std::filesystem::path& path : candidates) tried += (tried.empty() ? "" : ", ") + path.string();
+    if (tried.empty()) tried = "none (cannot read /proc/self/exe)";
+    return report_error("bench kernels: no executable rewind_bench_kernels; tried " + tried +
+                        ". Build it (cmake -DREWIND_BUILD_BENCH=ON, target rewind_bench_kernels) or set "
+                        "REWIND_BENCH_KERNELS to its path");
+  }
+  std::vector<char*> argv;
+  argv.push_back(binary.data());
+  std::vector<std::string> args = options.kernel_args;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  if (child < 0) return report_error(std::string("bench kernels: fork failed: ") + std::strerror(errno));
+  if (child == 0) {
+    ::execv(binary.c_str(), argv.data());
+    std::fprintf(stderr, "rewind: bench kernels: cannot run %s: %s\n", binary.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return report_error(std::string("bench kernels: waitpid failed: ") + std::strerror(errno));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) {
+    std::fprintf(stderr, "rewind: bench kernels: %s killed by signal %d\n", binary.c_str(), WTERMSIG(status));
+    return 128 + WTERMSIG(status);
+  }
+  return 1;
+}
+
+// The decode options, on both `bench` (so `rewind bench -m MODEL` keeps working) and `bench decode`, bound to
+// the same variables. -m is checked when the measurement runs rather than marked required, because `bench`
+// itself also fronts the kernels and spec subcommands, which take no model or their own.
+void add_decode_options(CLI::App& cmd, BenchOptions& options) {
+  cmd.add_option("-m,--model", options.model, "GGUF model file (required)");
+  cmd.add_option("-t,--threads", options.threads, "thread counts, comma-separated (0 = all cores)")
+      ->capture_default_str();
+  cmd.add_option("-p,--n-prompt", options.n_prompt, "prompt tokens")->capture_default_str();
+  cmd.add_option("-n,--n-gen", options.n_gen, "generated tokens")->capture_default_str();
+  cmd.add_option("-r,--reps", options.reps, "repetitions (median reported)")->capture_default_str();
+  cmd.add_flag("--json", options.json, "print JSON instead of a table");
+  cmd.add_option("--verify", options.verify,
+                 "draft lengths k, comma-separated: measure a verify round of 1 + k tokens against a plain step");
+  cmd.add_option("--rollback", options.rollback, "rollback policies for --verify, comma-separated")
+      ->capture_default_str();
+  cmd.add_option("--slots", options.slots, "slots verified together for --verify")->capture_default_str();
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app, BenchOptions& options, int& exit_code) {
-  CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed against the memory ceiling");
-  cmd->add_option("-m,--model", options.model, "GGUF model file")->required();
-  cmd->add_option("-t,--threads", options.threads, "thread counts, comma-separated (0 = all cores)")->capture_default_str();
-  cmd->add_option("-p,--n-prompt", options.n_prompt, "prompt tokens")->capture_default_str();
-  cmd->add_option("-n,--n-gen", options.n_gen, "generated tokens")->capture_default_str();
-  cmd->add_option("-r,--reps", options.reps, "repetitions (median reported)")->capture_default_str();
-  cmd->add_flag("--json", options.json, "print JSON instead of a table");
-  cmd->add_option("--verify", options.verify,
-                  "draft lengths k, comma-separated: measure a verify round of 1 + k tokens against a plain step");
-  cmd->add_option("--rollback", options.rollback, "rollback policies for --verify, comma-separated")
-      ->capture_default_str();
-  cmd->add_option("--slots", options.slots, "slots verified together for --verify")->capture_default_str();
-  cmd->callback([&options, &exit_code] { exit_code = bench(options); });
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "measure speed against the machine's ceilings: decode (the default, given -m), kernels, spec");
+  cmd->require_subcommand(0, 1);
+  add_decode_options(*cmd, options);
+  cmd->footer(
+      "`rewind bench -m MODEL [options]` with no subcommand runs `bench decode`.\n"
+      "  rewind bench decode -m model.gguf -t 1,2           tokens/s, prefill GFLOP/s, decode GB/s vs read bandwidth\n"
+      "  rewind bench decode -m model.gguf --verify 1,3     verify round vs plain step, per rollback policy\n"
+      "  rewind bench kernels -- --benchmark_filter=Matmul  kernel GB/s vs read bandwidth (Google Benchmark)\n"
+      "  rewind bench spec --help                           the speculative-decoding grid");
+
+  CLI::App* decode = cmd->add_subcommand(
+      "decode",
+      "prompt and generation tokens/s per thread count; prefill GFLOP/s (2·params/token) and decode weight GB/s "
+      "against the read bandwidth measured in the same run (what `rewind bench -m MODEL` runs)");
+  add_decode_options(*decode, options);
+  decode->callback([&options, &exit_code] { exit_code = bench_decode(options); });
+
+  CLI::App* kernels = cmd->add_subcommand(
+      "kernels",
+      "run the Google Benchmark kernels (matmul GB/s against the measured read bandwidth, prefill FLOP/s, "
+      "gated delta); arguments after `--` go to it, e.g. -- --benchmark_filter=Matmul");
+  kernels->add_option("args", options.kernel_args, "arguments for rewind_bench_kernels (after --)");
+  kernels->callback([&options, &exit_code] { exit_code = bench_kernels(options); });
+
+  register_bench_spec(*cmd, options.spec, exit_code);
+
+  // Runs after any subcommand's callback; with none given, `bench` is `bench decode`.
+  cmd->callback([cmd, &options, &exit_code] {
+    if (cmd->get_subcommands().empty()) exit_code = bench_decode(options);
+  });
 }
 
 }  // namespace rwd::apps

