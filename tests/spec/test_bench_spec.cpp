@@ -1,0 +1,168 @@
+// `rewind bench spec` end to end on the tiny hybrid test model: the grid's rows must say that every speculative
+// configuration reproduced plain decoding's greedy output (the binary compares them itself, so this also checks
+// that it compares: the oracle drafts wrong tokens at a set rate and --fixed-draft keeps it drafting, so
+// rollbacks happen), that rollback policy
+// 'none' is refused on a recurrent model with a reason, that the state memory the rows report orders as the
+// policies' designs say (snapshots grow with depth, replay keeps records and no snapshots), and that --out
+// writes the report files. Bad prompt files and lists end with exit status 1 and a message naming them.
+// links: rewind_runtime rewind_app
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using nlohmann::json;
+
+struct CommandResult {
+  int status = -1;
+  std::string out;
+};
+
+// Runs a shell command; `stdout_only` leaves stderr (the progress bar) out of the captured text.
+CommandResult run_command(const std::string& command, bool stdout_only) {
+  CommandResult result;
+  FILE* pipe = ::popen((command + (stdout_only ? " 2>/dev/null" : " 2>&1")).c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  const int raw = ::pclose(pipe);
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  return result;
+}
+
+class BenchSpec : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("rewind_bench_spec_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream prompts(prompts_path());
+    prompts << R"({"prompt": "abc abc abc abc"})" << "\n" << R"({"prompt": "The cat sat on the mat. The cat"})" << "\n";
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+
+  static std::string prompts_path() { return (dir_ / "tiny.jsonl").string(); }
+  static std::string command(const std::string& args) {
+    return std::string(REWIND_BINARY) + " bench spec -m " + REWIND_TEST_DATA + "/qwen35-tiny-f32.gguf -t 2 -c 256 " +
+           args;
+  }
+
+  static std::filesystem::path dir_;
+};
+
+std::filesystem::path BenchSpec::dir_;
+
+TEST_F(BenchSpec, EverySpeculativeRowReproducesPlainDecoding) {
+  const CommandResult r = run_command(command("--prompts " + prompts_path() +
+                                              " --spec ngram,oracle --rollback replay,snapshot,checkpoint,none "
+                                              "--draft-max 1,3 --slots 1,2 --reps 1 -n 12 --fixed-draft --json"),
+                                      /*stdout_only=*/true);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json results = json::parse(r.out);
+  const json& rows = results["rows"];
+  // Per slot count: the plain baseline and 2 proposers x 4 policies x 2 depths.
+  ASSERT_EQ(rows.size(), 2u * (1 + 2 * 4 * 2));
+  int compared = 0;
+  int64_t oracle_rollbacks = 0;
+  for (const json& row : rows) {
+    const std::string label = row.dump();
+    if (row["rollback"] == "none") {
+      ASSERT_TRUE(row["error"].is_string()) << label;
+      EXPECT_NE(row["error"].get<std::string>().find("recurrent"), std::string::npos) << label;
+      continue;
+    }
+    ASSERT_TRUE(row["error"].is_null()) << label;
+    if (row["spec"] == "none") {
+      EXPECT_EQ(row["rounds"], 0) << label;
+      continue;
+    }
+    ASSERT_TRUE(row["identical_to_plain"].is_boolean()) << label;
+    EXPECT_TRUE(row["identical_to_plain"].get<bool>()) << label;
+    ++compared;
+    if (row["spec"] == "oracle") {
+      EXPECT_GT(row["drafted"].get<int64_t>(), 0) << label;
+      oracle_rollbacks += row["rollbacks"].get<int64_t>();
+    }
+    const json& state = row["state_bytes"];
+    if (row["rollback"] == "replay") {
+      EXPECT_GT(state["records"].get<int64_t>(), 0) << label;
+      EXPECT_EQ(state["snapshots"].get<int64_t>(), 0) << label;
+    }
+    if (row["rollback"] == "snapshot") {
+      EXPECT_GT(state["snapshots"].get<int64_t>(), 0) << label;
+    }
+    if (row["rollback"] == "checkpoint") {
+      EXPECT_GT(state["checkpoint_copies"].get<int64_t>(), 0) << label;
+    }
+  }
+  EXPECT_EQ(compared, 2 * 2 * 3 * 2);
+  EXPECT_GT(oracle_rollbacks, 0) << "the oracle's wrong drafts must have been rolled back";
+
+  // Snapshot memory grows with the draft depth (one state copy per verified token); replay's barely does.
+  const auto state_total = [&](const std::string& policy, int depth) {
+    for (const json& row : rows) {
+      if (row["spec"] == "oracle" && row["rollback"] == policy && row["draft_max"] == depth && row["slots"] == 2) {
+        return row["state_bytes"]["total"].get<int64_t>();
+      }
+    }
+    return int64_t{-1};
+  };
+  EXPECT_GT(state_total("snapshot", 3), state_total("snapshot", 1));
+  EXPECT_GT(state_total("snapshot", 3), state_total("replay", 3));
+}
+
+TEST_F(BenchSpec, OutWritesTheReport) {
+  const std::filesystem::path out = dir_ / "report dir";
+  const CommandResult r = run_command(command("--prompts " + prompts_path() +
+                                              " --spec oracle --rollback replay,snapshot --draft-max 2 --slots 1 "
+                                              "--reps 1 -n 8 --out '" + out.string() + "'"),
+                                      /*stdout_only=*/false);
+  const bool have_gnuplot = std::system("command -v gnuplot > /dev/null 2>&1") == 0;
+  if (have_gnuplot) {
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(out / "state_memory.png"));
+  } else {
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find("gnuplot-nox"), std::string::npos) << r.out;
+  }
+  std::ifstream results_file(out / "results.json");
+  const json results = json::parse(results_file);
+  EXPECT_EQ(results["rows"].size(), 3u);
+  std::ifstream csv(out / "results.csv");
+  int lines = 0;
+  for (std::string line; std::getline(csv, line);) ++lines;
+  EXPECT_EQ(lines, 1 + 3);  // header and one line per row
+  EXPECT_TRUE(std::filesystem::exists(out / "report.html"));
+}
+
+TEST_F(BenchSpec, BadInputIsRefusedWithAMessage) {
+  const std::filesystem::path broken = dir_ / "broken.jsonl";
+  std::ofstream(broken) << R"({"prompt": "fine"})" << "\n" << "{not json\n";
+  const struct {
+    std::string args;
+    std::string message;
+  } cases[] = {
+      {"--prompts /nonexistent/p.jsonl", "cannot open '/nonexistent/p.jsonl'"},
+      {"--prompts " + broken.string(), "line 2"},
+      {"--prompts " + prompts_path() + " --draft-max 0", "--draft-max"},
+      {"--prompts " + prompts_path() + " --spec none", "baseline"},
+      {"--prompts " + prompts_path() + " --slots 1,x", "--slots"},
+  };
+  for (const auto& c : cases) {
+    const CommandResult r = run_command(command(c.args), /*stdout_only=*/false);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace
