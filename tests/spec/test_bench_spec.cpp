@@ -8,7 +8,6 @@
 // links: rewind_runtime rewind_app
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -19,27 +18,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/run_command.h"
+
 namespace {
 
 using nlohmann::json;
 
-struct CommandResult {
-  int status = -1;
-  std::string out;
-};
-
-// Runs a shell command; `stdout_only` leaves stderr (the progress bar) out of the captured text.
-CommandResult run_command(const std::string& command, bool stdout_only) {
-  CommandResult result;
-  FILE* pipe = ::popen((command + (stdout_only ? " 2>/dev/null" : " 2>&1")).c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return result;
-}
+using rwd::test::CommandResult;
+using rwd::test::run_command;
 
 class BenchSpec : public ::testing::Test {
  protected:

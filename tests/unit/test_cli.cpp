@@ -4,8 +4,6 @@
 // links: rewind_runtime rewind_app
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -13,25 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/run_command.h"
+
 namespace {
 
-struct CommandResult {
-  int status = -1;
-  std::string out;
-};
-
-// Runs a shell command, capturing stdout and stderr together.
-CommandResult run_command(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return result;
-}
+using rwd::test::CommandResult;
+using rwd::test::run_command;
 
 class Cli : public ::testing::Test {
  protected:

@@ -6,8 +6,6 @@
 // and a message naming the problem.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -17,6 +15,7 @@
 #include <fstream>
 #include <span>
 
+#include "common/run_command.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "rewind/engine.h"
@@ -25,23 +24,8 @@
 namespace rwd {
 namespace {
 
-struct CommandResult {
-  int status = -1;
-  std::string out;
-};
-
-// Runs a shell command, capturing stdout and stderr together.
-CommandResult run_command(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return result;
-}
+using rwd::test::CommandResult;
+using rwd::test::run_command;
 
 std::unique_ptr<gguf::GgufFile> open_gguf(const std::string& path) {
   auto file = gguf::GgufFile::open(path);
