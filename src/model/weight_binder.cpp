@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "model/model.h"
 
 namespace rwd::model {
@@ -20,8 +22,14 @@ Result<const gguf::TensorInfo*> WeightBinder::find_with_shape(const std::string&
   const gguf::TensorInfo* info = file_.find_tensor(name);
   if (info == nullptr) return Status::errorf("{}: tensor '{}' is missing", file_.path(), name);
   const tensor::Tensor& t = info->tensor;
-  bool matches = t.n_dims == static_cast<int>(shape.size());
-  for (size_t i = 0; matches && i < shape.size(); ++i) matches = t.ne[shape.size() - 1 - i] == shape[i];
+  // Missing outer dimensions count as 1, as in llama.cpp: its converter writes numpy's n_dims and
+  // llama-quantize writes ggml's, which drops outer 1s, so one tensor reaches us both ways. Same layout either way.
+  const auto expected = [&](size_t d) { return d < shape.size() ? shape[shape.size() - 1 - d] : int64_t{1}; };
+  const auto found = [&](size_t d) { return d < static_cast<size_t>(t.n_dims) ? t.ne[d] : int64_t{1}; };
+  bool matches = true;
+  for (size_t d = 0; d < std::max(shape.size(), static_cast<size_t>(t.n_dims)); ++d) {
+    matches = matches && expected(d) == found(d);
+  }
   if (!matches) {
     return Status::errorf("{}: tensor '{}' has shape {}, expected {}", file_.path(), name, tensor::shape_string(t),
                           shape_text(shape));

@@ -21,6 +21,8 @@ struct Edit {
   std::string skip_tensor;              // tensor to drop
   std::function<void(gguf::GgufWriter&)> add;  // extra or replacing entries, added last
   std::string reshape_tensor;           // tensor to write with its rows halved
+  std::string pad_tensor;               // tensor to write with an extra outermost dimension of size pad_outer
+  int64_t pad_outer = 1;                // > 1 repeats the data that many times
 };
 
 class ModelLoadErrors : public ::testing::Test {
@@ -53,7 +55,12 @@ class ModelLoadErrors : public ::testing::Test {
         shape[0] /= 2;
         n_bytes /= 2;
       }
-      writer.add_tensor(info.tensor.name, info.tensor.dtype, shape, std::vector<uint8_t>(bytes, bytes + n_bytes));
+      std::vector<uint8_t> data(bytes, bytes + n_bytes);
+      if (info.tensor.name == edit.pad_tensor) {
+        shape.insert(shape.begin(), edit.pad_outer);
+        for (int64_t copy = 1; copy < edit.pad_outer; ++copy) data.insert(data.end(), bytes, bytes + n_bytes);
+      }
+      writer.add_tensor(info.tensor.name, info.tensor.dtype, shape, std::move(data));
     }
     const std::string path = (dir_ / "edited.gguf").string();
     EXPECT_TRUE(writer.write(path).is_ok());
@@ -89,40 +96,50 @@ TEST_F(ModelLoadErrors, UnmodifiedCopyLoads) { EXPECT_EQ(load_edited({}), ""); }
 TEST_F(ModelLoadErrors, UnknownArchitectureIsNamed) {
   const std::string message = load_edited({"general.architecture", "", [](gguf::GgufWriter& w) {
                                              w.set_string("general.architecture", "mamba9");
-                                           }, ""});
+                                           }, "", "", 1});
   EXPECT_NE(message.find("'mamba9'"), std::string::npos) << message;
   EXPECT_NE(message.find("qwen3"), std::string::npos) << "lists what is supported: " << message;
 }
 
 TEST_F(ModelLoadErrors, MissingKeyIsNamed) {
-  const std::string message = load_edited({"qwen3.embedding_length", "", nullptr, ""});
+  const std::string message = load_edited({"qwen3.embedding_length", "", nullptr, "", "", 1});
   EXPECT_NE(message.find("qwen3.embedding_length"), std::string::npos) << message;
 }
 
 TEST_F(ModelLoadErrors, MissingTensorIsNamed) {
-  const std::string message = load_edited({"", "blk.1.ffn_up.weight", nullptr, ""});
+  const std::string message = load_edited({"", "blk.1.ffn_up.weight", nullptr, "", "", 1});
   EXPECT_NE(message.find("blk.1.ffn_up.weight"), std::string::npos) << message;
   EXPECT_NE(message.find("missing"), std::string::npos) << message;
 }
 
 TEST_F(ModelLoadErrors, WrongShapeNamesExpectedAndFound) {
-  const std::string message = load_edited({"", "", nullptr, "blk.0.attn_k.weight"});
+  const std::string message = load_edited({"", "", nullptr, "blk.0.attn_k.weight", "", 1});
   EXPECT_NE(message.find("blk.0.attn_k.weight"), std::string::npos) << message;
   EXPECT_NE(message.find("[32, 128]"), std::string::npos) << "found shape: " << message;
   EXPECT_NE(message.find("[64, 128]"), std::string::npos) << "expected shape: " << message;
 }
 
+// llama.cpp's converter and llama-quantize disagree on whether outer dimensions of size 1 are written; both
+// files must load, and an outer dimension that is not 1 must still be refused.
+TEST_F(ModelLoadErrors, OuterDimensionsOfOneAreTolerated) {
+  EXPECT_EQ(load_edited({"", "", nullptr, "", "blk.0.attn_norm.weight", 1}), "");
+  EXPECT_EQ(load_edited({"", "", nullptr, "", "blk.0.attn_k.weight", 1}), "");
+  const std::string message = load_edited({"", "", nullptr, "", "blk.0.attn_k.weight", 2});
+  EXPECT_NE(message.find("blk.0.attn_k.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected [64, 128]"), std::string::npos) << message;
+}
+
 TEST_F(ModelLoadErrors, InconsistentHeadCountsAreRejected) {
   const std::string message = load_edited({"qwen3.attention.head_count_kv", "", [](gguf::GgufWriter& w) {
                                              w.set_u32("qwen3.attention.head_count_kv", 3);
-                                           }, ""});
+                                           }, "", "", 1});
   EXPECT_NE(message.find("head_count_kv"), std::string::npos) << message;
 }
 
 TEST_F(ModelLoadErrors, WrongKeyTypeIsNamed) {
   const std::string message = load_edited({"qwen3.block_count", "", [](gguf::GgufWriter& w) {
                                              w.set_string("qwen3.block_count", "two");
-                                           }, ""});
+                                           }, "", "", 1});
   EXPECT_NE(message.find("qwen3.block_count"), std::string::npos) << message;
 }
 
