@@ -3,6 +3,7 @@
 // never as an exception or a zero. The plots are gnuplot scripts run through std::system; nothing is drawn
 // here, so users can restyle a plot by editing its .gp file and running gnuplot again.
 #include "bench_report.h"
+#include "commands.h"
 
 #include <unistd.h>
 
@@ -713,12 +714,6 @@ Status run_gnuplot(const fs::path& dir, const Plot& plot) {
 
 std::string ratio_text(double ratio) { return fmt::format("{:.2f}×", ratio); }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
 // Replay against snapshot at draft depth 7 × 4 slots (the default grid's corner), or at the largest depth and
 // slot count that both ran when the grid has no such corner.
 std::string memory_summary(const ReportInput& input) {
@@ -777,7 +772,7 @@ std::string speed_summary(const ReportInput& input) {
     }
   }
   if (ratios.empty()) return "";
-  const double median = median_of(ratios);
+  const double median = percentile(ratios, 50);
   return fmt::format(
       "<b>Speed</b>: replay's tokens/s is <b>{}</b> checkpoint's ({:+.1f}%), the median over {} matching "
       "configurations (same workload, proposer, draft_max and slots); range {:.2f}–{:.2f}×.",

@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -25,13 +24,6 @@
 
 namespace rwd::apps {
 namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  if (values.empty()) return 0.0;
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
 
 Result<RequestTimings> time_request(Engine& engine, const std::vector<int32_t>& prompt, int n_gen) {
   Request request;
@@ -44,46 +36,11 @@ Result<RequestTimings> time_request(Engine& engine, const std::vector<int32_t>& 
   return engine.timings(id);
 }
 
-Result<std::vector<int>> parse_threads(const std::string& text) {
-  std::vector<int> values;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    try {
-      size_t used = 0;
-      const int value = std::stoi(item, &used);
-      if (used != item.size() || value < 0 || value > 1024) throw std::out_of_range(item);
-      values.push_back(value);
-    } catch (const std::exception&) {
-      return Status::errorf("--threads: '{}' is not a thread count in [0, 1024]", item);
-    }
-  }
-  if (values.empty()) return Status::error("--threads: no thread count given");
-  return values;
-}
-
-Result<std::vector<int>> parse_int_list(const std::string& flag, const std::string& text) {
-  std::vector<int> values;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    try {
-      size_t used = 0;
-      values.push_back(std::stoi(item, &used));
-      if (used != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      return Status::errorf("{}: '{}' is not an integer", flag, item);
-    }
-  }
-  if (values.empty()) return Status::errorf("{}: no value given", flag);
-  return values;
-}
-
 // --verify: the cost of a verify round of 1 + k tokens against a plain step, per rollback policy.
 int bench_verify(const BenchOptions& options) {
-  auto lengths = parse_int_list("--verify", options.verify);
+  auto lengths = parse_int_list("--verify", options.verify, 1, 32);
   if (!lengths) return report_error(lengths.status().message());
-  auto threads = parse_threads(options.threads);
+  auto threads = parse_int_list("--threads", options.threads, 0, 1024);
   if (!threads) return report_error(threads.status().message());
   VerifyCostOptions verify;
   verify.model_path = options.model;
@@ -92,10 +49,9 @@ int bench_verify(const BenchOptions& options) {
   verify.n_prompt = options.n_prompt;
   verify.draft_lengths = *lengths;
   verify.reps = std::max(options.reps, 5);
-  verify.policies.clear();
-  std::stringstream stream(options.rollback);
-  std::string item;
-  while (std::getline(stream, item, ',')) verify.policies.push_back(item);
+  auto policies = split_list("--rollback", options.rollback);
+  if (!policies) return report_error(policies.status().message());
+  verify.policies = *policies;
   auto costs = measure_verify_cost(verify);
   if (!costs) return report_error(costs.status().message());
   nlohmann::json rows = nlohmann::json::array();
@@ -133,7 +89,7 @@ int bench_decode(const BenchOptions& options) {
   if (options.n_prompt < 1 || options.n_gen < 2 || options.reps < 1) {
     return report_error("bench needs -p >= 1, -n >= 2 and --reps >= 1");
   }
-  auto threads = parse_threads(options.threads);
+  auto threads = parse_int_list("--threads", options.threads, 0, 1024);
   if (!threads) return report_error(threads.status().message());
   nlohmann::json rows = nlohmann::json::array();
   for (int n_threads : *threads) {
@@ -167,8 +123,8 @@ int bench_decode(const BenchOptions& options) {
     }
     // The ceiling, measured now with the engine's thread count, on the machine as loaded during the run above.
     const double bandwidth = measure_read_bandwidth_gbps(info.n_threads);
-    const double pp_tps = median(pp);
-    const double tg_tps = median(tg);
+    const double pp_tps = percentile(pp, 50);
+    const double tg_tps = percentile(tg, 50);
     const double pp_gflops = pp_tps * 2.0 * static_cast<double>(info.n_params) / 1e9;
     const double weight_gbps = tg_tps * static_cast<double>(info.weight_bytes_per_token) / 1e9;
     const double spread_tg = tg.size() > 1 ? (*std::max_element(tg.begin(), tg.end()) - *std::min_element(tg.begin(), tg.end())) : 0.0;

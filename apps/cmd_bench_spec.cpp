@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -38,37 +37,6 @@ struct Config {
   int slots = 1;
 };
 
-Result<std::vector<std::string>> split_list(const std::string& flag, const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    if (item.empty()) return Status::errorf("{}: empty item in '{}'", flag, text);
-    items.push_back(item);
-  }
-  if (items.empty()) return Status::errorf("{}: no value given", flag);
-  return items;
-}
-
-Result<std::vector<int>> int_list(const std::string& flag, const std::string& text, int min, int max) {
-  REWIND_ASSIGN_OR_RETURN(std::vector<std::string> items, split_list(flag, text));
-  std::vector<int> values;
-  for (const std::string& item : items) {
-    size_t used = 0;
-    int value = 0;
-    try {
-      value = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || value < min || value > max) {
-      return Status::errorf("{}: '{}' is not an integer in [{}, {}]", flag, item, min, max);
-    }
-    values.push_back(value);
-  }
-  return values;
-}
-
 Result<Workload> load_workload(const std::string& path) {
   std::ifstream file(path);
   if (!file) return Status::errorf("--prompts: cannot open '{}'", path);
@@ -88,16 +56,6 @@ Result<Workload> load_workload(const std::string& path) {
   }
   if (workload.prompts.empty()) return Status::errorf("{}: no prompts (one JSON object per line)", path);
   return workload;
-}
-
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  // Linear interpolation between closest ranks (numpy's default).
-  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
-  const size_t low = static_cast<size_t>(rank);
-  const size_t high = std::min(low + 1, values.size() - 1);
-  return values[low] + (values[high] - values[low]) * (rank - static_cast<double>(low));
 }
 
 std::string config_label(const Config& config) {
@@ -300,8 +258,8 @@ int bench_spec(const BenchSpecOptions& options) {
   auto files = split_list("--prompts", options.prompts);
   auto modes = split_list("--spec", options.spec);
   auto policies = split_list("--rollback", options.rollback);
-  auto depths = int_list("--draft-max", options.draft_max, 1, 32);
-  auto slot_counts = int_list("--slots", options.slots, 1, 64);
+  auto depths = parse_int_list("--draft-max", options.draft_max, 1, 32);
+  auto slot_counts = parse_int_list("--slots", options.slots, 1, 64);
   for (const Status* status : {&files.status(), &modes.status(), &policies.status(), &depths.status(),
                                &slot_counts.status()}) {
     if (!status->is_ok()) return report_error(status->message());

@@ -299,23 +299,10 @@ void register_run(CLI::App& app, RunOptions& options, int& exit_code) {
                   "several prompts, one per line, each in its own slot and decoded together");
   options.engine.n_slots = 0;  // 0 until given: one per prompt
   cmd->add_option("-s,--slots", options.engine.n_slots, "slots decoded together (default: one per prompt)");
-  SpecOptions& spec = options.engine.spec;
-  cmd->add_option("--spec", spec.mode, "speculative decoding: none, ngram, draft, mtp, oracle")->capture_default_str();
-  cmd->add_option("--draft-model", spec.draft_model, "draft model for --spec draft (same vocabulary)");
-  cmd->add_option("--draft-max", spec.draft_max, "most tokens drafted per round")->capture_default_str();
-  cmd->add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
-  cmd->add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
-      ->capture_default_str();
-  cmd->add_option("--rewind-depth", options.engine.rewind_depth,
-                  "committed tokens per slot kept exactly revocable (a lagging checkpoint per slot; 0: off)")
-      ->capture_default_str();
-  cmd->add_option("--ngram-min", spec.ngram_min, "shortest n-gram the ngram proposer matches")->capture_default_str();
-  cmd->add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();
-  cmd->add_option("--oracle-error-rate", spec.oracle_error_rate,
+  add_speculation_options(*cmd, options.engine, "none, ngram, draft, mtp, oracle");
+  cmd->add_option("--oracle-error-rate", options.engine.spec.oracle_error_rate,
                   "--spec oracle: probability that a drafted token is wrong (the oracle drafts the greedy output)")
       ->capture_default_str();
-  cmd->add_flag("!--fixed-draft", spec.adaptive,
-                "always draft --draft-max tokens (no adaptive draft length, no back-off)");
   cmd->callback([&options, &exit_code, seed] {
     options.seed_given = seed->count() > 0;
     exit_code = run(options);

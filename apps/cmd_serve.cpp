@@ -72,21 +72,7 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--timeout", options.timeout_seconds, "socket read and write timeout in seconds")
       ->capture_default_str();
-  SpecOptions& spec = options.engine.spec;
-  cmd->add_option("--spec", spec.mode, "speculative decoding: none, ngram, draft, mtp")->capture_default_str();
-  cmd->add_option("--draft-model", spec.draft_model, "draft model for --spec draft (same vocabulary)");
-  cmd->add_option("--draft-max", spec.draft_max, "most tokens drafted per round (requests may ask for fewer)")
-      ->capture_default_str();
-  cmd->add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
-  cmd->add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
-      ->capture_default_str();
-  cmd->add_option("--ngram-min", spec.ngram_min, "shortest n-gram the ngram proposer matches")->capture_default_str();
-  cmd->add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();
-  cmd->add_flag("!--fixed-draft", spec.adaptive,
-                "always draft --draft-max tokens (no adaptive draft length, no back-off)");
-  cmd->add_option("--rewind-depth", options.engine.rewind_depth,
-                  "committed tokens per slot kept exactly revocable (0: off)")
-      ->capture_default_str();
+  add_speculation_options(*cmd, options.engine, "none, ngram, draft, mtp (requests may turn it off or draft less)");
   cmd->callback([&options, &exit_code] { exit_code = serve(options); });
 }
 

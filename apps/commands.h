@@ -95,6 +95,18 @@ struct ServeOptions {
 };
 void register_serve(CLI::App& app, ServeOptions& options, int& exit_code);
 
+// The comma-separated items of a flag's value; an empty item, or none, is an error naming the flag.
+Result<std::vector<std::string>> split_list(const std::string& flag, const std::string& text);
+// The same for integers, each in [min, max].
+Result<std::vector<int>> parse_int_list(const std::string& flag, const std::string& text, int min, int max);
+// The p-th percentile (p in [0, 100]), interpolating linearly between closest ranks as numpy does by default;
+// 0 for no values. percentile(v, 50) is the median.
+double percentile(std::vector<double> values, double p);
+
+// The speculation flags `run` and `serve` share: --spec (choices: `modes`), --draft-model, --draft-max,
+// --draft-min, --rollback, --ngram-min/max, --fixed-draft and --rewind-depth.
+void add_speculation_options(CLI::App& cmd, rwd::EngineOptions& engine, const std::string& modes);
+
 // Prints "rewind: <message>" to stderr and returns exit status 1.
 int report_error(const std::string& message);
 

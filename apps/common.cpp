@@ -1,8 +1,66 @@
+#include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "commands.h"
 
 namespace rwd::apps {
+
+Result<std::vector<std::string>> split_list(const std::string& flag, const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) return Status::errorf("{}: empty item in '{}'", flag, text);
+    items.push_back(item);
+  }
+  if (items.empty()) return Status::errorf("{}: no value given", flag);
+  return items;
+}
+
+Result<std::vector<int>> parse_int_list(const std::string& flag, const std::string& text, int min, int max) {
+  REWIND_ASSIGN_OR_RETURN(std::vector<std::string> items, split_list(flag, text));
+  std::vector<int> values;
+  for (const std::string& item : items) {
+    size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || value < min || value > max) {
+      return Status::errorf("{}: '{}' is not an integer in [{}, {}]", flag, item, min, max);
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
+  const size_t low = static_cast<size_t>(rank);
+  const size_t high = std::min(low + 1, values.size() - 1);
+  return values[low] + (values[high] - values[low]) * (rank - static_cast<double>(low));
+}
+
+void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::string& modes) {
+  SpecOptions& spec = engine.spec;
+  cmd.add_option("--spec", spec.mode, "speculative decoding: " + modes)->capture_default_str();
+  cmd.add_option("--draft-model", spec.draft_model, "draft model for --spec draft (same vocabulary)");
+  cmd.add_option("--draft-max", spec.draft_max, "most tokens drafted per round")->capture_default_str();
+  cmd.add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
+  cmd.add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
+      ->capture_default_str();
+  cmd.add_option("--rewind-depth", engine.rewind_depth,
+                 "committed tokens per slot kept exactly revocable (a lagging checkpoint per slot; 0: off)")
+      ->capture_default_str();
+  cmd.add_option("--ngram-min", spec.ngram_min, "shortest n-gram the ngram proposer matches")->capture_default_str();
+  cmd.add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();
+  cmd.add_flag("!--fixed-draft", spec.adaptive, "always draft --draft-max tokens (no adaptive draft length, no back-off)");
+}
 
 int report_error(const std::string& message) {
   std::fprintf(stderr, "rewind: %s\n", message.c_str());
