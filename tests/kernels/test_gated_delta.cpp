@@ -36,13 +36,14 @@ struct Case {
   int64_t head_v_dim;
   bool per_channel_decay;
   KeyHeadMapping mapping;
+  bool subtract_prediction;  // false: Mamba2's scan
 };
 
 std::string describe(const Case& c) {
   return "H_k=" + std::to_string(c.n_head_k) + " H_v=" + std::to_string(c.n_head_v) +
          " d_k=" + std::to_string(c.head_k_dim) + " d_v=" + std::to_string(c.head_v_dim) +
          (c.per_channel_decay ? " per-channel" : " per-head") +
-         (c.mapping == KeyHeadMapping::modulo ? " modulo" : " divide");
+         (c.mapping == KeyHeadMapping::modulo ? " modulo" : " divide") + (c.subtract_prediction ? "" : " mamba2");
 }
 
 struct Inputs {
@@ -74,7 +75,7 @@ Inputs make_inputs(const Case& c, int64_t n_tokens, uint64_t seed) {
   test::Random random(seed);
   Inputs in;
   in.params = {c.n_head_k, c.n_head_v, c.head_k_dim, c.head_v_dim, c.per_channel_decay, c.mapping,
-               static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_k_dim)))};
+               static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_k_dim))), c.subtract_prediction};
   in.n_tokens = n_tokens;
   in.q = unit_rows(random, n_tokens * c.n_head_k, c.head_k_dim);
   in.k = unit_rows(random, n_tokens * c.n_head_k, c.head_k_dim);
@@ -145,11 +146,14 @@ double distance(const float* a, const float* b, int64_t n) {
 }
 
 const Case kCases[] = {
-    {2, 4, 32, 32, false, KeyHeadMapping::modulo},   {2, 4, 32, 32, true, KeyHeadMapping::divide},
-    {1, 3, 64, 64, true, KeyHeadMapping::modulo},    {1, 3, 64, 64, false, KeyHeadMapping::divide},
-    {4, 8, 128, 128, false, KeyHeadMapping::modulo}, {4, 8, 128, 128, true, KeyHeadMapping::divide},
-    {2, 4, 48, 48, true, KeyHeadMapping::modulo},    {1, 2, 48, 20, false, KeyHeadMapping::divide},
-    {3, 3, 13, 7, true, KeyHeadMapping::modulo},     {1, 1, 1, 1, false, KeyHeadMapping::modulo},
+    {2, 4, 32, 32, false, KeyHeadMapping::modulo, true},   {2, 4, 32, 32, true, KeyHeadMapping::divide, true},
+    {1, 3, 64, 64, true, KeyHeadMapping::modulo, true},    {1, 3, 64, 64, false, KeyHeadMapping::divide, true},
+    {4, 8, 128, 128, false, KeyHeadMapping::modulo, true}, {4, 8, 128, 128, true, KeyHeadMapping::divide, true},
+    {2, 4, 48, 48, true, KeyHeadMapping::modulo, true},    {1, 2, 48, 20, false, KeyHeadMapping::divide, true},
+    {3, 3, 13, 7, true, KeyHeadMapping::modulo, true},     {1, 1, 1, 1, false, KeyHeadMapping::modulo, true},
+    // Mamba2: B/C groups as key heads (grouped), d_state as head_k_dim, the head size as head_v_dim.
+    {1, 4, 128, 64, false, KeyHeadMapping::divide, false}, {2, 8, 16, 8, false, KeyHeadMapping::divide, false},
+    {1, 3, 13, 7, false, KeyHeadMapping::divide, false},
 };
 
 class GatedDeltaTest : public ::testing::TestWithParam<Isa> {};
@@ -266,7 +270,7 @@ TEST_P(GatedDeltaTest, SplitIntoCallsIsBitIdentical) {
 TEST_P(GatedDeltaTest, RecordOutputDoesNotChangeTheForward) {
   const Isa isa = GetParam();
   REWIND_SKIP_UNLESS_AVAILABLE(isa);
-  const Inputs in = make_inputs({2, 4, 48, 40, true, KeyHeadMapping::modulo}, 11, 8);
+  const Inputs in = make_inputs({2, 4, 48, 40, true, KeyHeadMapping::modulo, true}, 11, 8);
   const Result with_records = run_all(isa, in);
   std::vector<float> state = in.state;
   std::vector<float> out = test::nan_filled(in.v.size());
@@ -279,10 +283,11 @@ TEST_P(GatedDeltaTest, ThreadCountDoesNotChangeResults) {
   const Isa isa = GetParam();
   REWIND_SKIP_UNLESS_AVAILABLE(isa);
   // Few heads with long rows are also split into row ranges (1 head: 2 or 4 ranges; 2 heads of 72 rows: 2 or 3).
-  for (const Case& c : {Case{4, 8, 128, 128, true, KeyHeadMapping::divide},
-                        Case{1, 3, 48, 20, false, KeyHeadMapping::modulo},
-                        Case{1, 1, 128, 128, false, KeyHeadMapping::modulo},
-                        Case{1, 2, 40, 72, true, KeyHeadMapping::divide}}) {
+  for (const Case& c : {Case{4, 8, 128, 128, true, KeyHeadMapping::divide, true},
+                        Case{1, 3, 48, 20, false, KeyHeadMapping::modulo, true},
+                        Case{1, 1, 128, 128, false, KeyHeadMapping::modulo, true},
+                        Case{1, 2, 40, 72, true, KeyHeadMapping::divide, true},
+                        Case{1, 2, 40, 72, false, KeyHeadMapping::divide, false}}) {
     const Inputs in = make_inputs(c, 11, 21);
     const Result alone = run_all(isa, in);
     for (int n_threads : {1, 2, 3}) {
@@ -308,9 +313,10 @@ TEST_P(GatedDeltaTest, FoldAndAheadRecordsReproduceTheInPlaceRun) {
   const auto decay_fn = isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
                                            : kernels::cpu::detail::gated_delta_decay_avx2;
   for (const Case& c :
-       {Case{2, 4, 32, 32, false, KeyHeadMapping::modulo}, Case{2, 4, 48, 48, true, KeyHeadMapping::divide},
-        Case{1, 1, 128, 128, false, KeyHeadMapping::modulo}, Case{1, 2, 40, 72, true, KeyHeadMapping::divide},
-        Case{3, 3, 13, 7, true, KeyHeadMapping::modulo}}) {
+       {Case{2, 4, 32, 32, false, KeyHeadMapping::modulo, true}, Case{1, 2, 16, 24, false, KeyHeadMapping::divide, false},
+        Case{2, 4, 48, 48, true, KeyHeadMapping::divide, true},
+        Case{1, 1, 128, 128, false, KeyHeadMapping::modulo, true}, Case{1, 2, 40, 72, true, KeyHeadMapping::divide, true},
+        Case{3, 3, 13, 7, true, KeyHeadMapping::modulo, true}}) {
     const int64_t n_fold = 3;
     const int64_t n_ahead = 4;
     const int64_t n_tokens = 12;
@@ -391,7 +397,7 @@ INSTANTIATE_TEST_SUITE_P(Isas, GatedDeltaTest, ::testing::Values(Isa::scalar, Is
 // The public functions take the path has_avx2_fma() selects, all three of them the same one, so records built
 // with gated_delta_decay and applied with apply_gated_delta_record replay what gated_delta_rule did.
 TEST(GatedDeltaDispatch, PublicForwardAndReplayUseTheSamePath) {
-  const Inputs in = make_inputs({2, 4, 64, 64, false, KeyHeadMapping::modulo}, 7, 3);
+  const Inputs in = make_inputs({2, 4, 64, 64, false, KeyHeadMapping::modulo, true}, 7, 3);
   const GatedDeltaParams& p = in.params;
   ThreadPool pool(2);
   Result pub{in.state, test::nan_filled(in.v.size()), test::nan_filled(in.v.size())};
@@ -433,7 +439,7 @@ TEST(GatedDeltaDispatch, DecayIsElementwise) {
 }
 
 TEST(GatedDeltaDeathTest, RejectsUnsupportedShapes) {
-  GatedDeltaParams params{2, 3, 64, 64, false, KeyHeadMapping::modulo, 1.0f};
+  GatedDeltaParams params{2, 3, 64, 64, false, KeyHeadMapping::modulo, 1.0f, true};
   std::vector<float> head(64 * 64, 0.5f);
   std::vector<float> vec(64, 0.5f);
   EXPECT_DEATH(kernels::cpu::apply_gated_delta_record(head.data(), vec.data(), vec.data(), vec.data(), params),

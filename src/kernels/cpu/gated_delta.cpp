@@ -188,7 +188,8 @@ void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int6
       for (int64_t c = 0; c < n_chunk; ++c) {
         const int64_t t = t0 + c;
         const int64_t at = (t * p.n_head_v + h) * dv + j;  // element j of token t's value row of head h
-        const float u = args.beta[t * p.n_head_v + h] * (args.v[at] - dot(row, decayed_k[c], dk));
+        const float prediction = p.subtract_prediction ? dot(row, decayed_k[c], dk) : 0.0f;
+        const float u = args.beta[t * p.n_head_v + h] * (args.v[at] - prediction);
         if (args.u_out != nullptr) args.u_out[at] = u;
         update_row<kPerChannel>(row, dk, args.k + (t * p.n_head_k + hk) * dk, decay[c], u);
         args.out[at] = dot(row, args.q + (t * p.n_head_k + hk) * dk, dk) * p.scale;

@@ -3,6 +3,7 @@
 // bit-identical to what the forward did:
 //   S' = decay(t) ∘ S                     decay = exp(g): one scalar per head, or one per key channel (KDA)
 //   u  = beta(t) * (v(t) - S'ᵀ k(t))      the correction; written to `u_out` as the token's record
+//                                         (Mamba2, params.subtract_prediction false: u = beta(t) * v(t))
 //   S  = S' + k(t) u(t)ᵀ                  apply_gated_delta_record() does exactly these two lines
 //   o(t) = Sᵀ q(t) * scale
 // q and k are expected L2-normalised by the caller. State layout is value-major, as llama.cpp stores it:

@@ -114,15 +114,17 @@ void run_rows(const GatedDeltaArgs& args, int64_t h, int64_t hk, const TokenChun
     const int64_t at = (t * p.n_head_v + h) * dv + j;  // element j of token t's value row of head h
     const float* k_t = args.k + (t * p.n_head_k + hk) * dk;
     const float* q_t = args.q + (t * p.n_head_k + hk) * dk;
-    alignas(16) float sk[kRows];
+    alignas(16) float sk[kRows] = {};
     __m256 acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
-    dot_rows<kRows>(rows, dk, chunk.decayed_k[c], acc);
-    if constexpr (kRows == 8) {
-      _mm_store_ps(sk, vmath::reduce4(acc[0], acc[1], acc[2], acc[3]));
-      _mm_store_ps(sk + 4, vmath::reduce4(acc[4], acc[5], acc[6], acc[7]));
-    } else {
-      sk[0] = vmath::reduce_add(acc[0]);
+    if (p.subtract_prediction) {
+      for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+      dot_rows<kRows>(rows, dk, chunk.decayed_k[c], acc);
+      if constexpr (kRows == 8) {
+        _mm_store_ps(sk, vmath::reduce4(acc[0], acc[1], acc[2], acc[3]));
+        _mm_store_ps(sk + 4, vmath::reduce4(acc[4], acc[5], acc[6], acc[7]));
+      } else {
+        sk[0] = vmath::reduce_add(acc[0]);
+      }
     }
     const float beta = args.beta[t * p.n_head_v + h];
     float u[kRows];

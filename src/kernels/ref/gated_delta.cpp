@@ -36,7 +36,9 @@ void gated_delta_rule(const float* q, const float* k, const float* v, const floa
       }
       for (int64_t j = 0; j < dv; ++j) {
         double sk = 0.0;
-        for (int64_t i = 0; i < dk; ++i) sk += s[i * dv + j] * k_t[i];
+        if (params.subtract_prediction) {
+          for (int64_t i = 0; i < dk; ++i) sk += s[i * dv + j] * k_t[i];
+        }
         u[j] = beta_t * (v_t[j] - sk);
       }
       for (int64_t i = 0; i < dk; ++i) {

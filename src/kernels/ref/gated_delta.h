@@ -21,6 +21,9 @@ struct GatedDeltaParams {
   bool per_channel_decay = false;  // KDA: g has head_k_dim values per head
   KeyHeadMapping mapping = KeyHeadMapping::modulo;
   float scale = 1.0f;              // applied to o (1/sqrt(head_k_dim) for GDN)
+  // false: Mamba2's selective scan, u = beta * v with no S'ᵀk subtracted (k = B, v = x, beta = dt, q = C);
+  // the state update, and so the records and their replay, are the same as the delta rule's.
+  bool subtract_prediction = true;
 };
 
 // The key head that value head head_v reads under params.mapping.
@@ -28,7 +31,7 @@ int64_t key_head_of(int64_t head_v, const GatedDeltaParams& params);
 
 // Per token t and value head h, with S_h[i][j] = state[h][j][i] (i: key index, j: value index):
 //   S' = exp(g) ∘ S         (one decay per head, or per key channel i: row i of S scaled by exp(g_i))
-//   u  = beta * (v - S'ᵀ k)
+//   u  = beta * (v - S'ᵀ k)  (beta * v without subtract_prediction)
 //   S  = S' + k uᵀ,  out = scale * Sᵀ q
 // Shapes as kernels/cpu/gated_delta.h: q, k [n_tokens, n_head_k, head_k_dim]; v, out, u_out
 // [n_tokens, n_head_v, head_v_dim]; g [n_tokens, n_head_v(, head_k_dim)]; beta [n_tokens, n_head_v];
