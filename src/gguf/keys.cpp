@@ -42,13 +42,18 @@ constexpr auto kArchKeys = std::to_array<std::pair<ArchKey, std::string_view>>({
     {ArchKey::ssm_group_count, "ssm.group_count"},
     {ArchKey::kda_head_dim, "kda.head_dim"},
     {ArchKey::shortconv_l_cache, "shortconv.l_cache"},
+    {ArchKey::logit_scale, "logit_scale"},
+    {ArchKey::residual_scale, "residual_scale"},
+    {ArchKey::embedding_scale, "embedding_scale"},
+    {ArchKey::attention_scale, "attention.scale"},
+    {ArchKey::rope_scaling_finetuned, "rope.scaling.finetuned"},
 });
 
 constexpr bool table_matches_enum() {
   for (size_t i = 0; i < kArchKeys.size(); ++i) {
     if (static_cast<size_t>(kArchKeys[i].first) != i) return false;
   }
-  return kArchKeys.back().first == ArchKey::shortconv_l_cache;
+  return kArchKeys.back().first == ArchKey::rope_scaling_finetuned;
 }
 static_assert(table_matches_enum(), "kArchKeys must list every ArchKey once, in enum order");
 

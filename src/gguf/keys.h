@@ -65,6 +65,11 @@ enum class ArchKey {
   ssm_group_count,
   kda_head_dim,
   shortconv_l_cache,
+  logit_scale,
+  residual_scale,
+  embedding_scale,
+  attention_scale,
+  rope_scaling_finetuned,
 };
 
 // The part after "<arch>.", e.g. "attention.head_count_kv".

@@ -28,9 +28,32 @@ Result<int64_t> positive(const gguf::GgufFile& file, const std::string& name) {
 
 }  // namespace
 
-Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
+Status load_trunk_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_ASSIGN_OR_RETURN(hp.n_embd, positive(file, key(hp, ArchKey::embedding_length)));
   REWIND_ASSIGN_OR_RETURN(hp.n_layer, positive(file, key(hp, ArchKey::block_count)));
+  REWIND_ASSIGN_OR_RETURN(hp.rms_eps, file.get_f32(key(hp, ArchKey::attention_layer_norm_rms_epsilon)));
+  if (!(hp.rms_eps > 0.0f && hp.rms_eps < 1.0f)) {
+    return Status::errorf("{} is {}, expected a small positive number", key(hp, ArchKey::attention_layer_norm_rms_epsilon),
+                          hp.rms_eps);
+  }
+  REWIND_ASSIGN_OR_RETURN(uint32_t n_ctx_train, file.get_u32_or(key(hp, ArchKey::context_length), 4096));
+  hp.n_ctx_train = n_ctx_train;
+  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerParams{LayerKind::attention, false, 10000.0f, 1.0f});
+  REWIND_ASSIGN_OR_RETURN(std::vector<std::string> tokens, file.get_string_array(gguf::kTokenizerTokens));
+  hp.n_vocab = static_cast<int64_t>(tokens.size());
+  if (file.has(key(hp, ArchKey::vocab_size))) {
+    REWIND_ASSIGN_OR_RETURN(uint64_t vocab_size, file.get_u64(key(hp, ArchKey::vocab_size)));
+    if (static_cast<int64_t>(vocab_size) < hp.n_vocab) {
+      return Status::errorf("{} is {} but tokenizer.ggml.tokens has {} entries", key(hp, ArchKey::vocab_size), vocab_size,
+                            hp.n_vocab);
+    }
+    hp.n_vocab = static_cast<int64_t>(vocab_size);
+  }
+  return Status::ok();
+}
+
+Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
+  REWIND_RETURN_IF_ERROR(load_trunk_hparams(file, hp));
   REWIND_ASSIGN_OR_RETURN(hp.n_head, positive(file, key(hp, ArchKey::attention_head_count)));
   hp.n_head_kv = hp.n_head;
   // A per-layer array (LFM2: 0 marks a convolution layer) is left to the architecture to read.
@@ -57,13 +80,6 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
   if (file.has(key(hp, ArchKey::feed_forward_length))) {
     REWIND_ASSIGN_OR_RETURN(hp.n_ff, positive(file, key(hp, ArchKey::feed_forward_length)));
   }
-  REWIND_ASSIGN_OR_RETURN(hp.rms_eps, file.get_f32(key(hp, ArchKey::attention_layer_norm_rms_epsilon)));
-  if (!(hp.rms_eps > 0.0f && hp.rms_eps < 1.0f)) {
-    return Status::errorf("{} is {}, expected a small positive number", key(hp, ArchKey::attention_layer_norm_rms_epsilon),
-                          hp.rms_eps);
-  }
-  REWIND_ASSIGN_OR_RETURN(uint32_t n_ctx_train, file.get_u32_or(key(hp, ArchKey::context_length), 4096));
-  hp.n_ctx_train = n_ctx_train;
   REWIND_ASSIGN_OR_RETURN(uint32_t n_rot, file.get_u32_or(key(hp, ArchKey::rope_dimension_count),
                                                           static_cast<uint32_t>(hp.head_dim)));
   hp.n_rot = n_rot;
@@ -83,17 +99,34 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
   }
   hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerParams{LayerKind::attention, false, freq_base, freq_scale});
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  return Status::ok();
+}
 
-  REWIND_ASSIGN_OR_RETURN(std::vector<std::string> tokens, file.get_string_array(gguf::kTokenizerTokens));
-  hp.n_vocab = static_cast<int64_t>(tokens.size());
-  if (file.has(key(hp, ArchKey::vocab_size))) {
-    REWIND_ASSIGN_OR_RETURN(uint64_t vocab_size, file.get_u64(key(hp, ArchKey::vocab_size)));
-    if (static_cast<int64_t>(vocab_size) < hp.n_vocab) {
-      return Status::errorf("{} is {} but tokenizer.ggml.tokens has {} entries", key(hp, ArchKey::vocab_size), vocab_size,
-                            hp.n_vocab);
-    }
-    hp.n_vocab = static_cast<int64_t>(vocab_size);
+Status load_layer_pattern(const gguf::GgufFile& file, HParams& hp, LayerKind recurrent) {
+  const std::string kv_key = gguf::arch_key(hp.arch, ArchKey::attention_head_count_kv);
+  const gguf::Value* kv_value = file.find(kv_key);
+  if (kv_value == nullptr || kv_value->type != gguf::ValueType::array) {
+    return Status::errorf("{} must be a per-layer array (0 for recurrent layers)", kv_key);
   }
+  REWIND_ASSIGN_OR_RETURN(std::vector<int64_t> kv_heads, file.get_i64_array(kv_key));
+  if (static_cast<int64_t>(kv_heads.size()) != hp.n_layer) {
+    return Status::errorf("{} has {} entries, expected one per layer ({})", kv_key, kv_heads.size(), hp.n_layer);
+  }
+  hp.n_head_kv = 0;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const int64_t n = kv_heads[il];
+    if (n == 0) {
+      hp.layers[il].kind = recurrent;
+      continue;
+    }
+    if (n < 0 || hp.n_head % n != 0 || (hp.n_head_kv != 0 && n != hp.n_head_kv)) {
+      return Status::errorf("{}[{}] is {}; attention layers must share one KV head count dividing {}", kv_key, il, n,
+                            hp.n_head);
+    }
+    hp.n_head_kv = n;
+    hp.layers[il].kind = LayerKind::attention;
+  }
+  if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;  // no attention layer: the value is unused
   return Status::ok();
 }
 

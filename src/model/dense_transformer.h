@@ -15,9 +15,18 @@ struct DenseTensorSet {
   bool post_norms = false;
 };
 
-// Reads <arch>.embedding_length, block_count, attention.head_count(_kv), key_length, feed_forward_length,
+// Reads <arch>.embedding_length, block_count, rms epsilon, context_length and the vocabulary size: what
+// every architecture has, attention or not (mamba2). The layers are left as attention layers.
+Status load_trunk_hparams(const gguf::GgufFile& file, HParams& hp);
+
+// load_trunk_hparams, then <arch>.attention.head_count(_kv), key_length, feed_forward_length,
 // rms epsilon, rope base/scale/dimension count, context_length and the vocabulary size.
 Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp);
+
+// The layer pattern of the hybrids that write <arch>.attention.head_count_kv per layer (lfm2, granitehybrid,
+// kimi-linear): 0 marks a `recurrent` layer, any other count an attention layer; the attention layers must
+// share one count, which becomes hp.n_head_kv.
+Status load_layer_pattern(const gguf::GgufFile& file, HParams& hp, LayerKind recurrent);
 
 // token_embd, output_norm, output (or tied to token_embd) and every layer's attention + FFN tensors.
 Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w);

@@ -140,6 +140,10 @@ void ForwardContext::finish(const Batch& batch, const tensor::Tensor& head, std:
     const float cap = hp.final_logit_softcap;
     for (float& value : logits) value = cap * std::tanh(value / cap);
   }
+  if (hp.logit_scale != 1.0f) {
+    const float inverse = 1.0f / hp.logit_scale;  // llama.cpp scales by the reciprocal
+    for (float& value : logits) value *= inverse;
+  }
   batch_ = nullptr;
   state_ = nullptr;
 }

@@ -20,9 +20,17 @@ enum class LayerKind {
   gated_attention,  // attention with a per-head sigmoid output gate in q (qwen35, qwen3next)
   gated_delta,      // Gated DeltaNet (qwen35, qwen3next)
   short_conv,       // LFM2's gated short convolution
+  mamba2,           // Mamba2's selective state space mixer (mamba2, granitehybrid)
+  attention_mamba2, // attention and a Mamba2 mixer side by side on the same input (falcon-h1)
 };
 
-inline bool uses_kv(LayerKind kind) { return kind == LayerKind::attention || kind == LayerKind::gated_attention; }
+inline bool uses_kv(LayerKind kind) {
+  return kind == LayerKind::attention || kind == LayerKind::gated_attention || kind == LayerKind::attention_mamba2;
+}
+inline bool uses_recurrent_state(LayerKind kind) {
+  return kind == LayerKind::gated_delta || kind == LayerKind::short_conv || kind == LayerKind::mamba2 ||
+         kind == LayerKind::attention_mamba2;
+}
 
 struct LayerParams {
   LayerKind kind = LayerKind::attention;
@@ -48,6 +56,9 @@ struct HParams {
   float attn_scale = 1.0f;    // multiplies q·k
   float embd_scale = 1.0f;    // multiplies token embeddings (Gemma: sqrt(n_embd))
   float final_logit_softcap = 0.0f;
+  float logit_scale = 1.0f;   // divides the logits (granitehybrid)
+  float residual_scale = 1.0f;  // multiplies each mixer and FFN output before its residual add (granitehybrid)
+  bool use_rope = true;       // false: attention without positions (Granite-4.0-H)
   kernels::cpu::RopeMode rope_mode = kernels::cpu::RopeMode::normal;
   FfnActivation ffn_activation = FfnActivation::silu;
   bool qk_norm = false;       // RMSNorm of each q and k head before RoPE (qwen3, gemma3)
@@ -55,10 +66,13 @@ struct HParams {
   std::vector<LayerParams> layers;  // n_layer trunk layers, then n_nextn MTP blocks
 
   // Gated DeltaNet layers (ssm.* keys): K heads, V heads, head size (S_k = S_v), conv kernel length.
+  // Mamba2 layers map onto the same delta-rule shapes: ssm_n_head_k = B/C groups, ssm_n_head_v = heads,
+  // ssm_head_dim = the head size P (the value side), ssm_d_state = N (the key side), d_inner = heads * P.
   int64_t ssm_n_head_k = 0;
   int64_t ssm_n_head_v = 0;
   int64_t ssm_head_dim = 0;
   int64_t ssm_d_conv = 0;
+  int64_t ssm_d_state = 0;
   kernels::cpu::KeyHeadMapping ssm_key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
   // Mixture of experts (0 experts: dense FFN): routed experts of n_ff_exp, a shared expert of n_ff_shexp.
   int64_t n_expert = 0;

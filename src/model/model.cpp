@@ -32,8 +32,7 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
   int n_recurrent = 0;
   for (const LayerParams& layer : model->hparams_.layers) {
     model->kv_index_.push_back(uses_kv(layer.kind) ? n_kv++ : -1);
-    const bool recurrent = layer.kind == LayerKind::gated_delta || layer.kind == LayerKind::short_conv;
-    model->recurrent_index_.push_back(recurrent ? n_recurrent++ : -1);
+    model->recurrent_index_.push_back(uses_recurrent_state(layer.kind) ? n_recurrent++ : -1);
   }
   return model;
 }
@@ -56,6 +55,12 @@ std::vector<state::RecurrentSpec> Model::recurrent_specs() const {
                        hp.ssm_n_head_k, false, hp.ssm_key_head_mapping});
     } else if (layer.kind == LayerKind::short_conv) {
       specs.push_back({hp.n_shortconv_l_cache - 1, hp.n_embd, 0, 0, 0, 0, false, kernels::cpu::KeyHeadMapping::modulo});
+    } else if (layer.kind == LayerKind::mamba2 || layer.kind == LayerKind::attention_mamba2) {
+      // The selective scan as a delta rule without correction: B the key (per group), dt * x the record's u.
+      const int64_t d_inner = hp.ssm_n_head_v * hp.ssm_head_dim;
+      const int64_t channels = d_inner + 2 * hp.ssm_n_head_k * hp.ssm_d_state;
+      specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_d_state,
+                       hp.ssm_n_head_k, false, kernels::cpu::KeyHeadMapping::divide});
     }
   }
   return specs;
@@ -78,7 +83,8 @@ size_t Model::weight_bytes_per_token() const {
                                     &lw.attn_gate, &lw.ssm_conv1d, &lw.ssm_dt, &lw.ssm_a, &lw.ssm_beta,
                                     &lw.ssm_alpha, &lw.ssm_norm, &lw.ssm_out, &lw.ffn_gate_inp,
                                     &lw.ffn_gate_inp_shexp, &lw.ffn_gate_shexp, &lw.ffn_up_shexp, &lw.ffn_down_shexp,
-                                    &lw.shortconv_conv, &lw.shortconv_in_proj, &lw.shortconv_out_proj}) {
+                                    &lw.shortconv_conv, &lw.shortconv_in_proj, &lw.shortconv_out_proj, &lw.ssm_in,
+                                    &lw.ssm_conv1d_bias, &lw.ssm_d}) {
       bytes += tensor_bytes(*t);
     }
     // A token reads only the experts it is routed to.

@@ -6,10 +6,10 @@
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 7>& registry() {
-  static const std::array<const ArchInfo*, 7> rows = {&arch::llama(),     &arch::qwen3(),     &arch::gemma3(),
+const std::array<const ArchInfo*, 9>& registry() {
+  static const std::array<const ArchInfo*, 9> rows = {&arch::llama(),     &arch::qwen3(),     &arch::gemma3(),
                                                       &arch::qwen35(),    &arch::qwen35moe(), &arch::qwen3next(),
-                                                      &arch::lfm2()};
+                                                      &arch::lfm2(),      &arch::mamba2(),    &arch::granitehybrid()};
   return rows;
 }
 

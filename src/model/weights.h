@@ -33,6 +33,10 @@ struct LayerWeights {
   tensor::Tensor ssm_ba;     // qwen3next: beta and alpha together, per K group [b(r) | a(r)]: [2*H_v, n_embd]
   tensor::Tensor ssm_norm;   // [S]
   tensor::Tensor ssm_out;    // [n_embd, H_v*S]
+  // Mamba2 (ssm_conv1d, ssm_dt, ssm_a, ssm_norm and ssm_out as above, with D = d_inner, G groups, N = d_state)
+  tensor::Tensor ssm_in;          // [2*D + 2*G*N + H, n_embd]: z, x, B, C, dt
+  tensor::Tensor ssm_conv1d_bias; // [D + 2*G*N] (optional in the hybrids)
+  tensor::Tensor ssm_d;           // [H, 1]: the skip connection y += D_h x
   // LFM2 short convolution
   tensor::Tensor shortconv_conv;      // [n_embd, l_cache] taps
   tensor::Tensor shortconv_in_proj;   // [3*n_embd, n_embd]: B, C, x

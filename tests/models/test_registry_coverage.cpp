@@ -21,6 +21,8 @@ const std::map<std::string, std::string> kReferenceTests = {
     {"qwen35moe", "test_golden (llama.cpp golden for qwen35moe-tiny-f32)"},
     {"qwen3next", "test_golden (llama.cpp golden for qwen3next-tiny-f32)"},
     {"lfm2", "test_golden (llama.cpp golden for lfm2-tiny-f32)"},
+    {"mamba2", "test_golden (llama.cpp golden for mamba2-tiny-f32) + test_mamba2_reference (float64 forward)"},
+    {"granitehybrid", "test_golden (llama.cpp golden for granitehybrid-tiny-f32) + test_mamba2_reference"},
 };
 
 TEST(RegistryCoverage, EveryArchitectureHasAReferenceTest) {

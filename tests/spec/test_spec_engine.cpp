@@ -1,5 +1,5 @@
 // Speculative decoding through the public Engine: for every proposer, every rollback policy and 1 or 4 slots,
-// on generated qwen35, qwen35moe and lfm2 models, greedy output with speculation is the greedy output without
+// on generated qwen35, qwen35moe, lfm2, mamba2 and granitehybrid models, greedy output with speculation is the greedy output without
 // it, token for token, with bit-identical log-probabilities at every emitted position (the reference is the
 // same engine with speculation off, which never opens a transaction). The oracle proposer is deliberately
 // wrong at seeded positions, so rejections at every draft depth happen; the stochastic tests check that
@@ -206,9 +206,10 @@ TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const std::string model : {"qwen35-tiny-f32.gguf", "qwen35moe-tiny-f32.gguf", "lfm2-tiny-f32.gguf"}) {
+  for (const std::string model : {"qwen35-tiny-f32.gguf", "qwen35moe-tiny-f32.gguf", "lfm2-tiny-f32.gguf",
+                                  "mamba2-tiny-f32.gguf", "granitehybrid-tiny-f32.gguf"}) {
     for (const std::string mode : {"ngram", "draft", "mtp", "oracle"}) {
-      if (mode == "mtp" && model == "lfm2-tiny-f32.gguf") continue;  // LFM2 has no MTP layers
+      if (mode == "mtp" && model.rfind("qwen35", 0) != 0) continue;  // only the qwen35 family has MTP layers
       for (const std::string rollback : {"replay", "snapshot", "checkpoint"}) {
         for (int n_slots : {1, 4}) out.push_back({model, mode, rollback, n_slots});
       }

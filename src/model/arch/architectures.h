@@ -12,5 +12,7 @@ const ArchInfo& qwen35();
 const ArchInfo& qwen35moe();
 const ArchInfo& qwen3next();
 const ArchInfo& lfm2();
+const ArchInfo& mamba2();
+const ArchInfo& granitehybrid();
 
 }  // namespace rwd::model::arch

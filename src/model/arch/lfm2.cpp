@@ -28,30 +28,7 @@ Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   if (l_cache < 2 || l_cache > 16) return Status::errorf("{} is {}, expected 2 .. 16", l_cache_key, l_cache);
   hp.n_shortconv_l_cache = l_cache;
 
-  const std::string kv_key = gguf::arch_key(hp.arch, ArchKey::attention_head_count_kv);
-  const gguf::Value* kv_value = file.find(kv_key);
-  if (kv_value == nullptr || kv_value->type != gguf::ValueType::array) {
-    return Status::errorf("{} must be a per-layer array (0 for convolution layers)", kv_key);
-  }
-  REWIND_ASSIGN_OR_RETURN(std::vector<int64_t> kv_heads, file.get_i64_array(kv_key));
-  if (static_cast<int64_t>(kv_heads.size()) != hp.n_layer) {
-    return Status::errorf("{} has {} entries, expected one per layer ({})", kv_key, kv_heads.size(), hp.n_layer);
-  }
-  hp.n_head_kv = 0;
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    const int64_t n = kv_heads[il];
-    if (n == 0) {
-      hp.layers[il].kind = LayerKind::short_conv;
-      continue;
-    }
-    if (n < 0 || hp.n_head % n != 0 || (hp.n_head_kv != 0 && n != hp.n_head_kv)) {
-      return Status::errorf("{}[{}] is {}; attention layers must share one KV head count dividing {}", kv_key, il, n,
-                            hp.n_head);
-    }
-    hp.n_head_kv = n;
-    hp.layers[il].kind = LayerKind::attention;
-  }
-  if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;  // no attention layer: the value is unused
+  REWIND_RETURN_IF_ERROR(load_layer_pattern(file, hp, LayerKind::short_conv));
   REWIND_ASSIGN_OR_RETURN(uint32_t n_swa, file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::attention_sliding_window), 0));
   hp.n_swa = n_swa;
   for (LayerParams& layer : hp.layers) layer.sliding_window = n_swa > 0 && layer.kind == LayerKind::attention;

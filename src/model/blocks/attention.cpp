@@ -51,16 +51,18 @@ void attention(const Model& model, ForwardContext& ctx, int il, const float* x, 
     kernels::cpu::rms_norm(k, lw.attn_k_norm.f32(), k, n_tokens * hp.n_head_kv, hp.head_dim, hp.rms_eps);
   }
 
-  kernels::cpu::RopeParams rope;
-  rope.head_dim = hp.head_dim;
-  rope.n_rot = hp.n_rot;
-  rope.freq_base = lp.rope_freq_base;
-  rope.freq_scale = lp.rope_freq_scale;
-  rope.mode = hp.rope_mode;
-  rope.n_head = hp.n_head;
-  kernels::cpu::rope(q, n_tokens, batch.positions.data(), rope);
-  rope.n_head = hp.n_head_kv;
-  kernels::cpu::rope(k, n_tokens, batch.positions.data(), rope);
+  if (hp.use_rope) {
+    kernels::cpu::RopeParams rope;
+    rope.head_dim = hp.head_dim;
+    rope.n_rot = hp.n_rot;
+    rope.freq_base = lp.rope_freq_base;
+    rope.freq_scale = lp.rope_freq_scale;
+    rope.mode = hp.rope_mode;
+    rope.n_head = hp.n_head;
+    kernels::cpu::rope(q, n_tokens, batch.positions.data(), rope);
+    rope.n_head = hp.n_head_kv;
+    kernels::cpu::rope(k, n_tokens, batch.positions.data(), rope);
+  }
 
   kernels::cpu::AttentionParams params;
   params.n_head = hp.n_head;

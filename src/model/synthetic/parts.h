@@ -114,5 +114,7 @@ Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writ
 Status write_qwen35moe(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_qwen3next(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_lfm2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_mamba2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 
 }  // namespace rwd::synthetic

@@ -23,6 +23,8 @@ constexpr Generator kGenerators[] = {
     {"qwen35moe", synthetic::write_qwen35moe},
     {"qwen3next", synthetic::write_qwen3next},
     {"lfm2", synthetic::write_lfm2},
+    {"mamba2", synthetic::write_mamba2},
+    {"granitehybrid", synthetic::write_granitehybrid},
 };
 
 }  // namespace

@@ -1,0 +1,139 @@
+// granitehybrid (IBM Granite-4.0-H, Bamba): Mamba2 layers with attention layers where the per-layer
+// attention.head_count_kv is non-zero. Each layer is x += s * mixer(attn_norm(x)); x += s * SwiGLU(ffn_norm(x))
+// with s = residual_scale; embeddings are multiplied by embedding_scale and logits divided by logit_scale
+// (all optional, 1 when absent). Attention is GQA without q/k norms, with RoPE only when
+// rope.scaling.finetuned is true (the loader's default; Granite-4.0-H writes false: no positions at all),
+// and scaled by attention.scale when given. The mixture-of-experts variants (Granite-4.0-H-Tiny/Small) are
+// refused by name until their router (softmax, no shared-expert gate) is wired in.
+#include <cmath>
+
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/arch/architectures.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/mamba2.h"
+#include "model/dense_transformer.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+
+namespace rwd::model::arch {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+
+Result<float> read_positive_scale(const gguf::GgufFile& file, const HParams& hp, ArchKey which, float fallback) {
+  const std::string key = gguf::arch_key(hp.arch, which);
+  REWIND_ASSIGN_OR_RETURN(float value, file.get_f32_or(key, fallback));
+  if (!(value > 0.0f) || !std::isfinite(value)) return Status::errorf("{} is {}, expected a positive number", key, value);
+  return value;
+}
+
+Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
+  REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
+  if (hp.n_ff <= 0) return Status::errorf("{} is missing", gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
+  REWIND_RETURN_IF_ERROR(load_layer_pattern(file, hp, LayerKind::mamba2));
+  REWIND_RETURN_IF_ERROR(blocks::load_mamba2_hparams(file, hp));
+  REWIND_ASSIGN_OR_RETURN(uint32_t n_expert, file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::expert_count), 0));
+  if (n_expert > 0) {
+    return Status::errorf("{} is {}: granitehybrid with experts (Granite-4.0-H-Tiny/Small) is not supported yet; "
+                          "the dense models (Granite-4.0-H-1B, -350M) are",
+                          gguf::arch_key(hp.arch, ArchKey::expert_count), n_expert);
+  }
+  REWIND_ASSIGN_OR_RETURN(hp.use_rope, file.get_bool_or(gguf::arch_key(hp.arch, ArchKey::rope_scaling_finetuned), true));
+  REWIND_ASSIGN_OR_RETURN(hp.embd_scale, read_positive_scale(file, hp, ArchKey::embedding_scale, 1.0f));
+  REWIND_ASSIGN_OR_RETURN(hp.residual_scale, read_positive_scale(file, hp, ArchKey::residual_scale, 1.0f));
+  REWIND_ASSIGN_OR_RETURN(hp.logit_scale, read_positive_scale(file, hp, ArchKey::logit_scale, 1.0f));
+  if (file.has(gguf::arch_key(hp.arch, ArchKey::attention_scale))) {
+    REWIND_ASSIGN_OR_RETURN(hp.attn_scale, read_positive_scale(file, hp, ArchKey::attention_scale, 1.0f));
+  }
+  return Status::ok();
+}
+
+Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
+  const int64_t n_embd = hp.n_embd;
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
+  if (binder.has(gguf::tensor_name(TensorKind::output))) {
+    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
+  } else {
+    w.output = w.token_embd;
+  }
+  const int64_t q_width = hp.n_head * hp.head_dim;
+  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& lw = w.layers[il];
+    auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+    REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
+    // The converter writes biases only for checkpoints that have them; none of the released ones do, so a
+    // bias is refused rather than ignored.
+    for (TensorKind kind : {TensorKind::attn_q, TensorKind::attn_k, TensorKind::attn_v, TensorKind::attn_output,
+                            TensorKind::ffn_gate, TensorKind::ffn_up, TensorKind::ffn_down}) {
+      const std::string bias = gguf::tensor_name(kind, il, gguf::TensorSuffix::bias);
+      if (binder.has(bias)) return Status::errorf("tensor '{}': biases are not supported for granitehybrid", bias);
+    }
+    if (hp.layers[il].kind == LayerKind::mamba2) {
+      REWIND_RETURN_IF_ERROR(blocks::bind_mamba2_weights(binder, hp, il, {false, true}, lw));
+    } else {
+      if (binder.has(name(TensorKind::attn_qkv))) {
+        return Status::errorf("tensor '{}' (fused q/k/v) is not supported; convert with separate attn_q, attn_k and "
+                              "attn_v", name(TensorKind::attn_qkv));
+      }
+      REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
+    }
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+  }
+  return Status::ok();
+}
+
+// llama.cpp scales the branch output, then adds it: two roundings, as here.
+void add_scaled(float* x, float* delta, int64_t n, float scale) {
+  if (scale != 1.0f) {
+    for (int64_t i = 0; i < n; ++i) delta[i] *= scale;
+  }
+  blocks::add_residual(x, delta, n);
+}
+
+void forward_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const Weights& w = model.weights();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n = n_tokens * hp.n_embd;
+  float* x = ctx.hidden();                                // [n_tokens, n_embd]
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
+  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
+  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);  // [n_tokens, n_embd]
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[il];
+    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    if (hp.layers[il].kind == LayerKind::mamba2) {
+      blocks::mamba2(model, ctx, il, normed, mixed);
+    } else {
+      blocks::attention(model, ctx, il, normed, mixed);
+    }
+    add_scaled(x, mixed, n, hp.residual_scale);
+    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::ffn(model, ctx, il, normed, ffn_out);
+    add_scaled(x, ffn_out, n, hp.residual_scale);
+  }
+  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+}  // namespace
+
+const ArchInfo& granitehybrid() {
+  static const ArchInfo info{"granitehybrid", load_hparams, bind_weights, forward_layers, nullptr};
+  return info;
+}
+
+}  // namespace rwd::model::arch

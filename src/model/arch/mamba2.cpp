@@ -1,0 +1,70 @@
+// mamba2 (pure Mamba2): every layer is x += Mamba2(attn_norm(x)), no FFN, no attention; the final norm is
+// output_norm and the output matrix may be tied to token_embd. The converter writes no attention keys (or
+// head_count 0), so only the trunk and ssm.* keys are read.
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/arch/architectures.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/mamba2.h"
+#include "model/dense_transformer.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+
+namespace rwd::model::arch {
+namespace {
+
+using gguf::TensorKind;
+
+Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
+  REWIND_RETURN_IF_ERROR(load_trunk_hparams(file, hp));
+  REWIND_RETURN_IF_ERROR(blocks::load_mamba2_hparams(file, hp));
+  for (LayerParams& layer : hp.layers) layer.kind = LayerKind::mamba2;
+  // No attention: these only keep the KV-cache sizing well defined (there are no KV layers).
+  hp.n_head = hp.n_head_kv = 1;
+  hp.head_dim = hp.n_rot = hp.n_embd;
+  return Status::ok();
+}
+
+Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), hp.n_embd));
+  if (binder.has(gguf::tensor_name(TensorKind::output))) {
+    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, hp.n_embd}));
+  } else {
+    w.output = w.token_embd;
+  }
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& lw = w.layers[il];
+    REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(gguf::tensor_name(TensorKind::attn_norm, il), hp.n_embd));
+    REWIND_RETURN_IF_ERROR(blocks::bind_mamba2_weights(binder, hp, il, {true, true}, lw));
+  }
+  return Status::ok();
+}
+
+void forward_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const Weights& w = model.weights();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n = n_tokens * hp.n_embd;
+  float* x = ctx.hidden();                                // [n_tokens, n_embd]
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
+  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
+  for (int il = 0; il < hp.n_layer; ++il) {
+    kernels::cpu::rms_norm(x, w.layers[il].attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::mamba2(model, ctx, il, normed, mixed);
+    blocks::add_residual(x, mixed, n);
+  }
+  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+}  // namespace
+
+const ArchInfo& mamba2() {
+  static const ArchInfo info{"mamba2", load_hparams, bind_weights, forward_layers, nullptr};
+  return info;
+}
+
+}  // namespace rwd::model::arch

@@ -1,0 +1,173 @@
+#include "model/blocks/mamba2.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/gated_delta.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/recurrent_io.h"
+
+namespace rwd::model::blocks {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+using gguf::TensorSuffix;
+
+// As llama.cpp computes them, so dt agrees with GGUF files tuned against it.
+float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+Result<int64_t> read_size(const gguf::GgufFile& file, const HParams& hp, ArchKey which) {
+  const std::string key = gguf::arch_key(hp.arch, which);
+  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
+  if (value == 0 || value > (1u << 20)) return Status::errorf("{} is {}, expected 1 .. 1048576", key, value);
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
+
+Status load_mamba2_hparams(const gguf::GgufFile& file, HParams& hp) {
+  auto key = [&hp](ArchKey which) { return gguf::arch_key(hp.arch, which); };
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_size(file, hp, ArchKey::ssm_conv_kernel));
+  REWIND_ASSIGN_OR_RETURN(int64_t d_inner, read_size(file, hp, ArchKey::ssm_inner_size));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_state, read_size(file, hp, ArchKey::ssm_state_size));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_v, read_size(file, hp, ArchKey::ssm_time_step_rank));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_k, read_size(file, hp, ArchKey::ssm_group_count));
+  if (hp.ssm_d_conv < 2 || hp.ssm_d_conv > 16) {
+    return Status::errorf("{} is {}, expected 2 .. 16", key(ArchKey::ssm_conv_kernel), hp.ssm_d_conv);
+  }
+  if (d_inner % hp.ssm_n_head_v != 0) {
+    return Status::errorf("{} = {} is not a multiple of {} = {} (the head count)", key(ArchKey::ssm_inner_size), d_inner,
+                          key(ArchKey::ssm_time_step_rank), hp.ssm_n_head_v);
+  }
+  if (hp.ssm_n_head_v % hp.ssm_n_head_k != 0) {
+    return Status::errorf("{} = {} is not a multiple of {} = {}", key(ArchKey::ssm_time_step_rank), hp.ssm_n_head_v,
+                          key(ArchKey::ssm_group_count), hp.ssm_n_head_k);
+  }
+  hp.ssm_head_dim = d_inner / hp.ssm_n_head_v;
+  for (const auto& [which, value] : {std::pair{ArchKey::ssm_state_size, hp.ssm_d_state},
+                                     std::pair{ArchKey::ssm_inner_size, hp.ssm_head_dim}}) {
+    if (value > kernels::cpu::kGatedDeltaMaxHeadDim) {
+      return Status::errorf("{} gives a state dimension of {}; rewind supports at most {}", key(which), value,
+                            kernels::cpu::kGatedDeltaMaxHeadDim);
+    }
+  }
+  return Status::ok();
+}
+
+Status bind_mamba2_weights(WeightBinder& binder, const HParams& hp, int il, const Mamba2TensorRules& rules,
+                           LayerWeights& lw) {
+  auto name = [il](TensorKind kind, TensorSuffix suffix = TensorSuffix::weight) {
+    return gguf::tensor_name(kind, il, suffix);
+  };
+  const int64_t n_head = hp.ssm_n_head_v;
+  const int64_t n_group = hp.ssm_n_head_k;
+  const int64_t d_inner = n_head * hp.ssm_head_dim;
+  const int64_t conv_channels = d_inner + 2 * n_group * hp.ssm_d_state;
+  REWIND_ASSIGN_OR_RETURN(lw.ssm_in, binder.matrix(name(TensorKind::ssm_in), {d_inner + conv_channels + n_head, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.ssm_conv1d, binder.floats(name(TensorKind::ssm_conv1d), {conv_channels, hp.ssm_d_conv}));
+  if (rules.conv_bias_required || binder.has(name(TensorKind::ssm_conv1d, TensorSuffix::bias))) {
+    REWIND_ASSIGN_OR_RETURN(lw.ssm_conv1d_bias,
+                            binder.vector(name(TensorKind::ssm_conv1d, TensorSuffix::bias), conv_channels));
+  }
+  REWIND_ASSIGN_OR_RETURN(lw.ssm_dt, binder.vector(name(TensorKind::ssm_dt, TensorSuffix::bias), n_head));
+  // A and D are written as [H, 1] (ggml {1, H}); ssm_a holds A = -exp(A_log) already.
+  REWIND_ASSIGN_OR_RETURN(lw.ssm_a, binder.floats(name(TensorKind::ssm_a, TensorSuffix::none), {n_head, 1}));
+  REWIND_ASSIGN_OR_RETURN(lw.ssm_d, binder.floats(name(TensorKind::ssm_d, TensorSuffix::none), {n_head, 1}));
+  if (rules.norm_required || binder.has(name(TensorKind::ssm_norm))) {
+    REWIND_ASSIGN_OR_RETURN(lw.ssm_norm, binder.floats(name(TensorKind::ssm_norm), {n_group, d_inner / n_group}));
+  }
+  REWIND_ASSIGN_OR_RETURN(lw.ssm_out, binder.matrix(name(TensorKind::ssm_out), {hp.n_embd, d_inner}));
+  return Status::ok();
+}
+
+void mamba2(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
+  const HParams& hp = model.hparams();
+  const LayerWeights& lw = model.weights().layers[il];
+  const int rl = model.recurrent_index(il);
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n_head = hp.ssm_n_head_v;
+  const int64_t n_group = hp.ssm_n_head_k;
+  const int64_t head_dim = hp.ssm_head_dim;
+  const int64_t d_state = hp.ssm_d_state;
+  const int64_t d_inner = n_head * head_dim;
+  const int64_t bc_width = n_group * d_state;
+  const int64_t n_channels = d_inner + 2 * bc_width;    // x | B | C
+  const int64_t n_proj = d_inner + n_channels + n_head;  // z | x | B | C | dt
+
+  float* proj = ctx.buffer(kBufferConvIn, n_tokens * n_proj);
+  kernels::cpu::matmul(lw.ssm_in, x, n_tokens, proj, ctx.matmul_scratch(), ctx.pool());
+  // The conv reads its input as contiguous rows, so the x | B | C columns are gathered first.
+  float* xbc = ctx.buffer(kBufferMixed, n_tokens * n_channels);
+  for (int64_t t = 0; t < n_tokens; ++t) std::copy_n(proj + t * n_proj + d_inner, n_channels, xbc + t * n_channels);
+  float* conv = ctx.buffer(kBufferConvOut, n_tokens * n_channels);
+  const float* conv_bias = lw.ssm_conv1d_bias.valid() ? lw.ssm_conv1d_bias.f32() : nullptr;
+  for (const RecurrentRun& run : ctx.recurrent_runs()) {
+    run_conv(ctx, rl, run, xbc + run.span.begin * n_channels, n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv,
+             conv_bias, conv + run.span.begin * n_channels);
+  }
+
+  // The scan as a delta rule: k = B, q = C, v = x, beta = dt, g = dt * A.
+  float* v = ctx.buffer(kBufferV, n_tokens * d_inner);     // [n_tokens, n_head, head_dim]
+  float* k = ctx.buffer(kBufferK, n_tokens * bc_width);    // [n_tokens, n_group, d_state]
+  float* q = ctx.buffer(kBufferQ, n_tokens * bc_width);    // [n_tokens, n_group, d_state]
+  float* dt = ctx.buffer(kBufferHeadParams, n_tokens * n_head);
+  float* g = ctx.buffer(kBufferHeadParams2, n_tokens * n_head);
+  const float* dt_bias = lw.ssm_dt.f32();
+  const float* a = lw.ssm_a.f32();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* row = conv + t * n_channels;
+    for (int64_t c = 0; c < n_channels; ++c) row[c] = silu(row[c]);
+    std::copy_n(row, d_inner, v + t * d_inner);
+    std::copy_n(row + d_inner, bc_width, k + t * bc_width);
+    std::copy_n(row + d_inner + bc_width, bc_width, q + t * bc_width);
+    const float* dt_raw = proj + t * n_proj + d_inner + n_channels;
+    for (int64_t h = 0; h < n_head; ++h) {
+      dt[t * n_head + h] = softplus(dt_raw[h] + dt_bias[h]);
+      g[t * n_head + h] = dt[t * n_head + h] * a[h];
+    }
+  }
+  kernels::cpu::GatedDeltaParams params;
+  params.n_head_k = n_group;
+  params.n_head_v = n_head;
+  params.head_k_dim = d_state;
+  params.head_v_dim = head_dim;
+  params.mapping = kernels::cpu::KeyHeadMapping::divide;
+  params.scale = 1.0f;
+  params.subtract_prediction = false;
+  float* y = ctx.buffer(kBufferRecurrentOut, n_tokens * d_inner);  // [n_tokens, n_head, head_dim]
+  for (const RecurrentRun& run : ctx.recurrent_runs()) {
+    const int64_t b = run.span.begin;
+    run_delta_rule(ctx, rl, run, q + b * bc_width, k + b * bc_width, v + b * d_inner, g + b * n_head,
+                   dt + b * n_head, y + b * d_inner, params);
+  }
+
+  // y + D x, gated by SiLU(z), then normed per group.
+  const float* d = lw.ssm_d.f32();
+  const int64_t group_width = d_inner / n_group;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* y_t = y + t * d_inner;
+    const float* x_t = v + t * d_inner;
+    const float* z_t = proj + t * n_proj;
+    for (int64_t h = 0; h < n_head; ++h) {
+      for (int64_t p = 0; p < head_dim; ++p) {
+        const int64_t i = h * head_dim + p;
+        y_t[i] = (y_t[i] + x_t[i] * d[h]) * silu(z_t[i]);
+      }
+    }
+    if (lw.ssm_norm.valid()) {
+      for (int64_t group = 0; group < n_group; ++group) {
+        float* chunk = y_t + group * group_width;
+        kernels::cpu::rms_norm(chunk, lw.ssm_norm.f32() + group * group_width, chunk, 1, group_width, hp.rms_eps);
+      }
+    }
+  }
+  kernels::cpu::matmul(lw.ssm_out, y, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+}
+
+}  // namespace rwd::model::blocks
