@@ -70,13 +70,14 @@ constexpr auto kNames = std::to_array<NameRow>({
     {TensorKind::nextn_hnorm, "nextn.hnorm", true},
     {TensorKind::nextn_shared_head_head, "nextn.shared_head_head", true},
     {TensorKind::nextn_shared_head_norm, "nextn.shared_head_norm", true},
+    {TensorKind::rope_freqs, "rope_freqs", true},
 });
 
 constexpr bool table_matches_enum() {
   for (size_t i = 0; i < kNames.size(); ++i) {
     if (static_cast<size_t>(kNames[i].kind) != i) return false;
   }
-  return kNames.back().kind == TensorKind::nextn_shared_head_norm;
+  return kNames.back().kind == TensorKind::rope_freqs;
 }
 static_assert(table_matches_enum(), "kNames must list every TensorKind once, in enum order");
 

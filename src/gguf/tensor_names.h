@@ -69,6 +69,8 @@ enum class TensorKind {
   nextn_hnorm,                 // "nextn.hnorm"
   nextn_shared_head_head,      // "nextn.shared_head_head"
   nextn_shared_head_norm,      // "nextn.shared_head_norm"
+  // Per-layer RoPE frequency factors (a layer tensor llama.cpp duplicates across layers).
+  rope_freqs,
 };
 
 // What follows the base name. Most tensors are ".weight"; qwen35 stores "blk.N.ssm_dt.bias" and a bare

@@ -23,6 +23,7 @@ const std::map<std::string, std::string> kReferenceTests = {
     {"lfm2", "test_golden (llama.cpp golden for lfm2-tiny-f32)"},
     {"mamba2", "test_golden (llama.cpp golden for mamba2-tiny-f32) + test_mamba2_reference (float64 forward)"},
     {"granitehybrid", "test_golden (llama.cpp golden for granitehybrid-tiny-f32) + test_mamba2_reference"},
+    {"falcon-h1", "test_golden (llama.cpp golden for falcon-h1-tiny-f32)"},
 };
 
 TEST(RegistryCoverage, EveryArchitectureHasAReferenceTest) {

@@ -457,7 +457,7 @@ TEST_P(Rollback, RefusalsLeaveTheStateUnchanged) {
 
 std::vector<Param> params() {
   std::vector<Param> all;
-  for (const char* model : {"qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid"}) {
+  for (const char* model : {"qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid", "falcon-h1"}) {
     for (RollbackPolicy policy : {RollbackPolicy::replay, RollbackPolicy::snapshot, RollbackPolicy::checkpoint}) {
       all.push_back({model, policy});
     }
@@ -467,8 +467,10 @@ std::vector<Param> params() {
 
 INSTANTIATE_TEST_SUITE_P(Models, Rollback, ::testing::ValuesIn(params()),
                          [](const ::testing::TestParamInfo<Param>& param_info) {
-                           return std::string(param_info.param.model) + "_" +
-                                  std::string(state::rollback_policy_name(param_info.param.policy));
+                           std::string name = std::string(param_info.param.model) + "_" +
+                                              std::string(state::rollback_policy_name(param_info.param.policy));
+                           std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1
+                           return name;
                          });
 
 }  // namespace

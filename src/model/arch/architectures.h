@@ -14,5 +14,6 @@ const ArchInfo& qwen3next();
 const ArchInfo& lfm2();
 const ArchInfo& mamba2();
 const ArchInfo& granitehybrid();
+const ArchInfo& falcon_h1();
 
 }  // namespace rwd::model::arch

@@ -1,8 +1,9 @@
-// mamba2 and granitehybrid generators: Mamba2 mixers with constants in the ranges the converter produces
+// mamba2, granitehybrid and falcon-h1 generators: Mamba2 mixers with constants in the ranges the converter produces
 // (ssm_a = -exp(A_log) with exp(A_log) in [1, 16), dt_bias so that softplus(dt) starts near 0.02 .. 0.3, D near
 // one) and, for granitehybrid, attention layers at fixed positions (per-layer head_count_kv, 0 for Mamba2),
 // no positions (rope.scaling.finetuned false, as Granite-4.0-H) and the optional scales set away from 1 so a
-// loader that ignores one is caught. tiny uses two B/C groups so the head-to-group mapping is exercised.
+// loader that ignores one is caught; falcon-h1 runs attention and a Mamba2 mixer in every layer and, like the
+// released checkpoints, has no ssm_norm. tiny uses two B/C groups so the head-to-group mapping is exercised.
 #include <cmath>
 
 #include "gguf/keys.h"
@@ -43,7 +44,13 @@ void write_ssm_keys(const std::string& arch, const Mamba2Shape& s, gguf::GgufWri
   writer.set_u32(key(gguf::ArchKey::ssm_group_count), static_cast<uint32_t>(s.n_group));
 }
 
-void write_mamba2_mixer(TensorMaker& maker, const Mamba2Shape& s, int il) {
+const Mamba2Shape& falcon_h1_shape(const std::string& preset) {
+  static const Mamba2Shape tiny = {128, 4, 512, 256, 8, 16, 2, 4, 4, 2, 384};
+  static const Mamba2Shape small = {768, 12, 16384, 1536, 24, 128, 1, 4, 8, 2, 2048};
+  return preset == "tiny" ? tiny : small;
+}
+
+void write_mamba2_mixer(TensorMaker& maker, const Mamba2Shape& s, int il, bool with_norm = true) {
   auto name = [il](gguf::TensorKind kind, gguf::TensorSuffix suffix = gguf::TensorSuffix::weight) {
     return gguf::tensor_name(kind, il, suffix);
   };
@@ -57,7 +64,7 @@ void write_mamba2_mixer(TensorMaker& maker, const Mamba2Shape& s, int il) {
   for (float& value : a) value = -maker.draw_uniform(1.0f, 16.0f);
   maker.values(name(gguf::TensorKind::ssm_a, gguf::TensorSuffix::none), {s.n_head, 1}, a);
   maker.uniform(name(gguf::TensorKind::ssm_d, gguf::TensorSuffix::none), {s.n_head, 1}, 0.5f, 1.5f);
-  maker.uniform(name(gguf::TensorKind::ssm_norm), {s.n_group, s.d_inner / s.n_group}, 0.95f, 1.05f);
+  if (with_norm) maker.uniform(name(gguf::TensorKind::ssm_norm), {s.n_group, s.d_inner / s.n_group}, 0.95f, 1.05f);
   maker.matrix(name(gguf::TensorKind::ssm_out), s.n_embd, s.d_inner, 1.0f);
 }
 
@@ -128,6 +135,44 @@ Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWrite
       maker.matrix(name(gguf::TensorKind::attn_output), s.n_embd, s.n_head_attn * head_dim, 1.0f);
     }
     maker.norm(name(gguf::TensorKind::ffn_norm), s.n_embd);
+    maker.matrix(name(gguf::TensorKind::ffn_gate), s.n_ff, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::ffn_up), s.n_ff, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::ffn_down), s.n_embd, s.n_ff, 1.0f);
+  }
+  write_head(maker, s);
+  return Status::ok();
+}
+
+Status write_falcon_h1(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
+  const Mamba2Shape& s = falcon_h1_shape(options.preset);
+  const std::string arch = "falcon-h1";
+  auto key = [&arch](gguf::ArchKey which) { return gguf::arch_key(arch, which); };
+  const int64_t head_dim = s.n_embd / s.n_head_attn;
+  writer.set_u32(key(gguf::ArchKey::vocab_size), static_cast<uint32_t>(s.n_vocab));
+  writer.set_u32(key(gguf::ArchKey::context_length), 4096);
+  writer.set_u32(key(gguf::ArchKey::embedding_length), static_cast<uint32_t>(s.n_embd));
+  writer.set_u32(key(gguf::ArchKey::block_count), static_cast<uint32_t>(s.n_layer));
+  writer.set_u32(key(gguf::ArchKey::feed_forward_length), static_cast<uint32_t>(s.n_ff));
+  writer.set_u32(key(gguf::ArchKey::attention_head_count), static_cast<uint32_t>(s.n_head_attn));
+  writer.set_u32(key(gguf::ArchKey::attention_head_count_kv), static_cast<uint32_t>(s.n_head_kv));
+  writer.set_u32(key(gguf::ArchKey::attention_key_length), static_cast<uint32_t>(head_dim));
+  writer.set_u32(key(gguf::ArchKey::attention_value_length), static_cast<uint32_t>(head_dim));
+  writer.set_f32(key(gguf::ArchKey::attention_layer_norm_rms_epsilon), 1e-5f);
+  writer.set_f32(key(gguf::ArchKey::rope_freq_base), 1e11f);  // Falcon-H1's rope_theta
+  write_ssm_keys(arch, s, writer);
+  write_tokenizer(writer, s.n_vocab);
+
+  maker.embedding(gguf::tensor_name(gguf::TensorKind::token_embd), s.n_vocab, s.n_embd, 1.0f);
+  for (int il = 0; il < s.n_layer; ++il) {
+    auto name = [il](gguf::TensorKind kind) { return gguf::tensor_name(kind, il); };
+    maker.norm(name(gguf::TensorKind::attn_norm), s.n_embd);
+    maker.matrix(name(gguf::TensorKind::attn_q), s.n_head_attn * head_dim, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::attn_k), s.n_head_kv * head_dim, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::attn_v), s.n_head_kv * head_dim, s.n_embd, 1.0f);
+    maker.matrix(name(gguf::TensorKind::attn_output), s.n_embd, s.n_head_attn * head_dim, 1.0f);
+    write_mamba2_mixer(maker, s, il, false);
+    // The name llama.cpp loads for this architecture: no ".weight".
+    maker.norm(gguf::tensor_name(gguf::TensorKind::ffn_norm, il, gguf::TensorSuffix::none), s.n_embd);
     maker.matrix(name(gguf::TensorKind::ffn_gate), s.n_ff, s.n_embd, 1.0f);
     maker.matrix(name(gguf::TensorKind::ffn_up), s.n_ff, s.n_embd, 1.0f);
     maker.matrix(name(gguf::TensorKind::ffn_down), s.n_embd, s.n_ff, 1.0f);

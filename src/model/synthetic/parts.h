@@ -116,5 +116,6 @@ Status write_qwen3next(const SyntheticModelOptions& options, gguf::GgufWriter& w
 Status write_lfm2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_mamba2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_falcon_h1(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 
 }  // namespace rwd::synthetic

@@ -25,6 +25,7 @@ constexpr Generator kGenerators[] = {
     {"lfm2", synthetic::write_lfm2},
     {"mamba2", synthetic::write_mamba2},
     {"granitehybrid", synthetic::write_granitehybrid},
+    {"falcon-h1", synthetic::write_falcon_h1},
 };
 
 }  // namespace

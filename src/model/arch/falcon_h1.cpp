@@ -1,0 +1,104 @@
+// falcon-h1 (TII Falcon-H1): every layer runs GQA attention (NeoX RoPE, no q/k norms) and a Mamba2 mixer side
+// by side on the same attn_norm input, x += attention + mamba2, then x += SwiGLU(ffn_norm(x)). The converter
+// bakes the µP multipliers into the weights, so none is applied here. The FFN norm is written as
+// "blk.N.ffn_norm" with no ".weight" (the name llama.cpp loads); the suffixed name is accepted too.
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/arch/architectures.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/mamba2.h"
+#include "model/dense_transformer.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+
+namespace rwd::model::arch {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+using gguf::TensorSuffix;
+
+Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
+  REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
+  if (hp.n_ff <= 0) return Status::errorf("{} is missing", gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
+  REWIND_RETURN_IF_ERROR(blocks::load_mamba2_hparams(file, hp));
+  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  for (LayerParams& layer : hp.layers) layer.kind = LayerKind::attention_mamba2;
+  return Status::ok();
+}
+
+Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
+  const int64_t n_embd = hp.n_embd;
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
+  if (binder.has(gguf::tensor_name(TensorKind::output))) {
+    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
+  } else {
+    w.output = w.token_embd;
+  }
+  const int64_t q_width = hp.n_head * hp.head_dim;
+  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& lw = w.layers[il];
+    auto name = [il](TensorKind kind, TensorSuffix suffix = TensorSuffix::weight) {
+      return gguf::tensor_name(kind, il, suffix);
+    };
+    // Optional in llama.cpp but absent from the released checkpoints: refused rather than ignored.
+    for (const std::string& unsupported :
+         {name(TensorKind::attn_q, TensorSuffix::bias), name(TensorKind::attn_k, TensorSuffix::bias),
+          name(TensorKind::attn_v, TensorSuffix::bias), name(TensorKind::attn_output, TensorSuffix::bias),
+          name(TensorKind::ffn_gate, TensorSuffix::bias), name(TensorKind::ffn_up, TensorSuffix::bias),
+          name(TensorKind::ffn_down, TensorSuffix::bias), name(TensorKind::attn_qkv), name(TensorKind::rope_freqs)}) {
+      if (binder.has(unsupported)) return Status::errorf("tensor '{}' is not supported for falcon-h1", unsupported);
+    }
+    REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
+    REWIND_RETURN_IF_ERROR(blocks::bind_mamba2_weights(binder, hp, il, {false, false}, lw));
+    const std::string ffn_norm = name(TensorKind::ffn_norm, TensorSuffix::none);
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_norm,
+                            binder.vector(binder.has(ffn_norm) ? ffn_norm : name(TensorKind::ffn_norm), n_embd));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+  }
+  return Status::ok();
+}
+
+void forward_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const Weights& w = model.weights();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n = n_tokens * hp.n_embd;
+  float* x = ctx.hidden();                                    // [n_tokens, n_embd]
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);       // [n_tokens, n_embd]
+  float* attn_out = ctx.buffer(blocks::kBufferMixerOut, n);   // [n_tokens, n_embd]
+  float* branch_out = ctx.buffer(blocks::kBufferFfnOut, n);   // [n_tokens, n_embd]: the SSM's, then the FFN's
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[il];
+    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::attention(model, ctx, il, normed, attn_out);
+    blocks::mamba2(model, ctx, il, normed, branch_out);
+    blocks::add_residual(attn_out, branch_out, n);  // (attention + ssm) + x, as llama.cpp sums them
+    blocks::add_residual(x, attn_out, n);
+    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    blocks::ffn(model, ctx, il, normed, branch_out);
+    blocks::add_residual(x, branch_out, n);
+  }
+  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+}  // namespace
+
+const ArchInfo& falcon_h1() {
+  static const ArchInfo info{"falcon-h1", load_hparams, bind_weights, forward_layers, nullptr};
+  return info;
+}
+
+}  // namespace rwd::model::arch
