@@ -47,13 +47,22 @@ constexpr auto kArchKeys = std::to_array<std::pair<ArchKey, std::string_view>>({
     {ArchKey::embedding_scale, "embedding_scale"},
     {ArchKey::attention_scale, "attention.scale"},
     {ArchKey::rope_scaling_finetuned, "rope.scaling.finetuned"},
+    {ArchKey::expert_shared_count, "expert_shared_count"},
+    {ArchKey::expert_weights_scale, "expert_weights_scale"},
+    {ArchKey::expert_weights_norm, "expert_weights_norm"},
+    {ArchKey::expert_gating_func, "expert_gating_func"},
+    {ArchKey::leading_dense_block_count, "leading_dense_block_count"},
+    {ArchKey::attention_key_length_mla, "attention.key_length_mla"},
+    {ArchKey::attention_value_length_mla, "attention.value_length_mla"},
+    {ArchKey::attention_kv_lora_rank, "attention.kv_lora_rank"},
+    {ArchKey::attention_q_lora_rank, "attention.q_lora_rank"},
 });
 
 constexpr bool table_matches_enum() {
   for (size_t i = 0; i < kArchKeys.size(); ++i) {
     if (static_cast<size_t>(kArchKeys[i].first) != i) return false;
   }
-  return kArchKeys.back().first == ArchKey::rope_scaling_finetuned;
+  return kArchKeys.back().first == ArchKey::attention_q_lora_rank;
 }
 static_assert(table_matches_enum(), "kArchKeys must list every ArchKey once, in enum order");
 

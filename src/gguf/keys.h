@@ -70,6 +70,15 @@ enum class ArchKey {
   embedding_scale,
   attention_scale,
   rope_scaling_finetuned,
+  expert_shared_count,
+  expert_weights_scale,
+  expert_weights_norm,
+  expert_gating_func,
+  leading_dense_block_count,
+  attention_key_length_mla,
+  attention_value_length_mla,
+  attention_kv_lora_rank,
+  attention_q_lora_rank,
 };
 
 // The part after "<arch>.", e.g. "attention.head_count_kv".

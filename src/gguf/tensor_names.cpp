@@ -71,13 +71,22 @@ constexpr auto kNames = std::to_array<NameRow>({
     {TensorKind::nextn_shared_head_head, "nextn.shared_head_head", true},
     {TensorKind::nextn_shared_head_norm, "nextn.shared_head_norm", true},
     {TensorKind::rope_freqs, "rope_freqs", true},
+    {TensorKind::ffn_exp_probs_b, "exp_probs_b", true},
+    {TensorKind::attn_q_a, "attn_q_a", true},
+    {TensorKind::attn_q_b, "attn_q_b", true},
+    {TensorKind::attn_q_a_norm, "attn_q_a_norm", true},
+    {TensorKind::attn_kv_a_mqa, "attn_kv_a_mqa", true},
+    {TensorKind::attn_kv_a_norm, "attn_kv_a_norm", true},
+    {TensorKind::attn_kv_b, "attn_kv_b", true},
+    {TensorKind::attn_k_b, "attn_k_b", true},
+    {TensorKind::attn_v_b, "attn_v_b", true},
 });
 
 constexpr bool table_matches_enum() {
   for (size_t i = 0; i < kNames.size(); ++i) {
     if (static_cast<size_t>(kNames[i].kind) != i) return false;
   }
-  return kNames.back().kind == TensorKind::rope_freqs;
+  return kNames.back().kind == TensorKind::attn_v_b;
 }
 static_assert(table_matches_enum(), "kNames must list every TensorKind once, in enum order");
 

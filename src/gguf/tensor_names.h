@@ -71,6 +71,17 @@ enum class TensorKind {
   nextn_shared_head_norm,      // "nextn.shared_head_norm"
   // Per-layer RoPE frequency factors (a layer tensor llama.cpp duplicates across layers).
   rope_freqs,
+  // Router selection bias ("exp_probs_b.bias": added to the gate scores for choosing experts only).
+  ffn_exp_probs_b,
+  // Multi-head latent attention (MLA).
+  attn_q_a,
+  attn_q_b,
+  attn_q_a_norm,
+  attn_kv_a_mqa,
+  attn_kv_a_norm,
+  attn_kv_b,
+  attn_k_b,
+  attn_v_b,
 };
 
 // What follows the base name. Most tensors are ".weight"; qwen35 stores "blk.N.ssm_dt.bias" and a bare

@@ -13,6 +13,7 @@
 namespace rwd::model {
 
 enum class FfnActivation { silu, gelu_tanh };
+enum class ExpertGating { softmax, sigmoid };
 
 // The mixer of a layer; the state module sizes each slot from the kinds (KV rows or recurrent state).
 enum class LayerKind {
@@ -79,6 +80,14 @@ struct HParams {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   int64_t n_ff_shexp = 0;
+  // Router: softmax (qwen35moe, granite) or sigmoid (kimi-linear) scores; the top n_expert_used by score plus
+  // the optional per-expert selection bias are chosen; their scores are renormalised to sum 1 when
+  // expert_weights_norm, then multiplied by expert_weights_scale. The first n_layer_dense_lead layers keep a
+  // dense FFN of n_ff.
+  ExpertGating expert_gating = ExpertGating::softmax;
+  bool expert_weights_norm = true;
+  float expert_weights_scale = 1.0f;
+  int64_t n_layer_dense_lead = 0;
   // LFM2 short convolution: taps per channel (the window keeps n_shortconv_l_cache - 1 inputs).
   int64_t n_shortconv_l_cache = 0;
   // Next-token-prediction layers stored after the trunk (blk.n_layer ..); the trunk forward skips them.

@@ -50,6 +50,7 @@ struct LayerWeights {
   tensor::Tensor ffn_gate_shexp;      // [n_ff_shexp, n_embd]
   tensor::Tensor ffn_up_shexp;        // [n_ff_shexp, n_embd]
   tensor::Tensor ffn_down_shexp;      // [n_embd, n_ff_shexp]
+  tensor::Tensor ffn_exp_probs_b;     // router selection bias [n_expert] (kimi-linear)
 };
 
 // A next-token-prediction (MTP) block's own tensors; its attention and FFN are an ordinary LayerWeights.
