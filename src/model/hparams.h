@@ -23,14 +23,17 @@ enum class LayerKind {
   short_conv,       // LFM2's gated short convolution
   mamba2,           // Mamba2's selective state space mixer (mamba2, granitehybrid)
   attention_mamba2, // attention and a Mamba2 mixer side by side on the same input (falcon-h1)
+  kimi_delta,       // Kimi Delta Attention: the delta rule with a per-key-channel decay (kimi-linear)
+  mla,              // multi-head latent attention: one compressed KV row per position (kimi-linear)
 };
 
 inline bool uses_kv(LayerKind kind) {
-  return kind == LayerKind::attention || kind == LayerKind::gated_attention || kind == LayerKind::attention_mamba2;
+  return kind == LayerKind::attention || kind == LayerKind::gated_attention || kind == LayerKind::attention_mamba2 ||
+         kind == LayerKind::mla;
 }
 inline bool uses_recurrent_state(LayerKind kind) {
   return kind == LayerKind::gated_delta || kind == LayerKind::short_conv || kind == LayerKind::mamba2 ||
-         kind == LayerKind::attention_mamba2;
+         kind == LayerKind::attention_mamba2 || kind == LayerKind::kimi_delta;
 }
 
 struct LayerParams {
@@ -88,6 +91,11 @@ struct HParams {
   bool expert_weights_norm = true;
   float expert_weights_scale = 1.0f;
   int64_t n_layer_dense_lead = 0;
+  // Multi-head latent attention: per head, q is [nope | rope] (mla_key_length = nope + rope, rope = n_rot) and
+  // the value is mla_value_length; the cache keeps one row of kv_lora + rope floats per position.
+  int64_t mla_kv_lora_rank = 0;
+  int64_t mla_key_length = 0;
+  int64_t mla_value_length = 0;
   // LFM2 short convolution: taps per channel (the window keeps n_shortconv_l_cache - 1 inputs).
   int64_t n_shortconv_l_cache = 0;
   // Next-token-prediction layers stored after the trunk (blk.n_layer ..); the trunk forward skips them.

@@ -40,7 +40,12 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
 std::vector<state::KvLayerSpec> Model::kv_specs() const {
   std::vector<state::KvLayerSpec> specs;
   for (const LayerParams& layer : hparams_.layers) {
-    if (uses_kv(layer.kind)) specs.push_back({hparams_.n_head_kv, hparams_.head_dim, hparams_.head_dim});
+    if (layer.kind == LayerKind::mla) {
+      // One latent row per position; the value is its first kv_lora floats, read from the K rows.
+      specs.push_back({1, hparams_.mla_kv_lora_rank + hparams_.n_rot, 0});
+    } else if (uses_kv(layer.kind)) {
+      specs.push_back({hparams_.n_head_kv, hparams_.head_dim, hparams_.head_dim});
+    }
   }
   return specs;
 }
@@ -61,6 +66,10 @@ std::vector<state::RecurrentSpec> Model::recurrent_specs() const {
       const int64_t channels = d_inner + 2 * hp.ssm_n_head_k * hp.ssm_d_state;
       specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_d_state,
                        hp.ssm_n_head_k, false, kernels::cpu::KeyHeadMapping::divide});
+    } else if (layer.kind == LayerKind::kimi_delta) {
+      const int64_t width = hp.ssm_n_head_v * hp.ssm_head_dim;
+      specs.push_back({hp.ssm_d_conv - 1, 3 * width, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim, hp.ssm_n_head_v,
+                       true, kernels::cpu::KeyHeadMapping::modulo});
     }
   }
   return specs;
@@ -84,7 +93,9 @@ size_t Model::weight_bytes_per_token() const {
                                     &lw.ssm_alpha, &lw.ssm_norm, &lw.ssm_out, &lw.ffn_gate_inp,
                                     &lw.ffn_gate_inp_shexp, &lw.ffn_gate_shexp, &lw.ffn_up_shexp, &lw.ffn_down_shexp,
                                     &lw.shortconv_conv, &lw.shortconv_in_proj, &lw.shortconv_out_proj, &lw.ssm_in,
-                                    &lw.ssm_conv1d_bias, &lw.ssm_d}) {
+                                    &lw.ssm_conv1d_bias, &lw.ssm_d, &lw.ssm_f_a, &lw.ssm_f_b, &lw.ssm_g_a, &lw.ssm_g_b,
+                                    &lw.attn_kv_a_mqa, &lw.attn_kv_a_norm, &lw.attn_k_b, &lw.attn_v_b,
+                                    &lw.ffn_exp_probs_b}) {
       bytes += tensor_bytes(*t);
     }
     // A token reads only the experts it is routed to.

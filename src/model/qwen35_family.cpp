@@ -127,7 +127,7 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
       REWIND_ASSIGN_OR_RETURN(lw.attn_k_norm, binder.vector(name(TensorKind::attn_k_norm), hp.head_dim));
     }
     if (moe) {
-      REWIND_RETURN_IF_ERROR(blocks::bind_moe_weights(binder, hp, il, lw));
+      REWIND_RETURN_IF_ERROR(blocks::bind_moe_weights(binder, hp, il, lw, blocks::kQwen35MoeTensors));
     } else {
       REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
       REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));

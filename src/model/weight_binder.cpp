@@ -62,4 +62,24 @@ Result<tensor::Tensor> WeightBinder::floats(const std::string& name, std::vector
   return result;
 }
 
+Result<tensor::Tensor> WeightBinder::stacked_floats(const std::vector<std::string>& names,
+                                                    std::vector<int64_t> shape) {
+  std::vector<tensor::Tensor> parts;
+  for (const std::string& name : names) {
+    REWIND_ASSIGN_OR_RETURN(tensor::Tensor part, floats(name, shape));
+    parts.push_back(part);
+  }
+  const int64_t n_part = parts.empty() ? 0 : parts.front().n_elements();
+  std::vector<float>& stacked = model_.converted_.emplace_back(static_cast<size_t>(n_part) * parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::copy_n(static_cast<const float*>(parts[i].data), n_part, stacked.data() + i * n_part);
+  }
+  tensor::Tensor result;
+  result.dtype = tensor::DType::f32;
+  result.n_dims = 2;
+  result.ne = {shape.back(), static_cast<int64_t>(parts.size()) * (n_part / shape.back()), 1, 1};
+  result.data = stacked.data();
+  return result;
+}
+
 }  // namespace rwd::model

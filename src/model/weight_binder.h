@@ -23,6 +23,9 @@ class WeightBinder {
   Result<tensor::Tensor> vector(const std::string& name, int64_t n) { return floats(name, {n}); }
   // Any tensor read element by element (conv taps, biases): f32, converted when stored otherwise.
   Result<tensor::Tensor> floats(const std::string& name, std::vector<int64_t> shape);
+  // Tensors of one shape, each read as floats(), stacked along the outermost dimension into one f32 tensor the
+  // model owns (Kimi's three q/k/v conv weights become the one conv over the q | k | v channels).
+  Result<tensor::Tensor> stacked_floats(const std::vector<std::string>& names, std::vector<int64_t> shape);
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
  private:

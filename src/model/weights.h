@@ -37,6 +37,17 @@ struct LayerWeights {
   tensor::Tensor ssm_in;          // [2*D + 2*G*N + H, n_embd]: z, x, B, C, dt
   tensor::Tensor ssm_conv1d_bias; // [D + 2*G*N] (optional in the hybrids)
   tensor::Tensor ssm_d;           // [H, 1]: the skip connection y += D_h x
+  // Kimi Delta Attention (attn_q/k/v, ssm_dt [H*S], ssm_a, ssm_beta, ssm_norm [S] and attn_output as above;
+  // ssm_conv1d holds the q, k and v conv taps stacked, [3*H*S, d_conv])
+  tensor::Tensor ssm_f_a;   // [S, n_embd]: decay, low rank
+  tensor::Tensor ssm_f_b;   // [H*S, S]
+  tensor::Tensor ssm_g_a;   // [S, n_embd]: output gate, low rank
+  tensor::Tensor ssm_g_b;   // [H*S, S]
+  // Multi-head latent attention (attn_q [H*(nope+rope), n_embd] and attn_output as above)
+  tensor::Tensor attn_kv_a_mqa;   // [kv_lora + rope, n_embd]: the compressed KV and the shared k_pe
+  tensor::Tensor attn_kv_a_norm;  // [kv_lora]
+  tensor::Tensor attn_k_b;        // [H, kv_lora, nope]: absorbs k_nope's up-projection into q
+  tensor::Tensor attn_v_b;        // [H, v_head, kv_lora]: the value up-projection, after attention
   // LFM2 short convolution
   tensor::Tensor shortconv_conv;      // [n_embd, l_cache] taps
   tensor::Tensor shortconv_in_proj;   // [3*n_embd, n_embd]: B, C, x

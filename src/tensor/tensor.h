@@ -28,6 +28,15 @@ struct Tensor {
   bool valid() const { return data != nullptr; }
 };
 
+// Matrix i of a [n, rows, cols] tensor as a 2-D [rows, cols] weight (an expert, an MLA head's projection).
+inline Tensor matrix_slice(const Tensor& stacked, int64_t i) {
+  Tensor slice = stacked;
+  slice.n_dims = 2;
+  slice.ne = {stacked.ne[0], stacked.ne[1], 1, 1};
+  slice.data = stacked.row(i * stacked.ne[1]);
+  return slice;
+}
+
 // "[4096, 1024]" style, outermost first, for error messages.
 std::string shape_string(const Tensor& tensor);
 

@@ -24,6 +24,7 @@ const std::map<std::string, std::string> kReferenceTests = {
     {"mamba2", "test_golden (llama.cpp golden for mamba2-tiny-f32) + test_mamba2_reference (float64 forward)"},
     {"granitehybrid", "test_golden (llama.cpp golden for granitehybrid-tiny-f32) + test_mamba2_reference"},
     {"falcon-h1", "test_golden (llama.cpp golden for falcon-h1-tiny-f32)"},
+    {"kimi-linear", "test_golden (llama.cpp golden for kimi-linear-tiny-f32) + test_kimi_reference (float64 forward)"},
 };
 
 TEST(RegistryCoverage, EveryArchitectureHasAReferenceTest) {

@@ -395,7 +395,8 @@ TEST_P(Rewind, BytesCountTheLaggingCheckpointAndRing) {
 
 std::vector<Param> params() {
   std::vector<Param> all;
-  for (const char* model : {"qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid", "falcon-h1"}) {
+  for (const char* model : {"qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid", "falcon-h1",
+                            "kimi-linear"}) {
     for (RollbackPolicy policy : {RollbackPolicy::replay, RollbackPolicy::snapshot, RollbackPolicy::checkpoint}) {
       all.push_back({model, policy});
     }

@@ -15,5 +15,6 @@ const ArchInfo& lfm2();
 const ArchInfo& mamba2();
 const ArchInfo& granitehybrid();
 const ArchInfo& falcon_h1();
+const ArchInfo& kimi_linear();
 
 }  // namespace rwd::model::arch

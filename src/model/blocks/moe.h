@@ -1,6 +1,8 @@
-// Mixture-of-experts FFN (qwen35moe): router softmax over experts, the top n_expert_used per token, weights
-// renormalised over the chosen ones, SwiGLU experts computed only for the tokens routed to them (only those
-// experts' rows are read), summed in routing order, plus a shared expert scaled by sigmoid(gate · x).
+// Mixture-of-experts FFN as llama.cpp's build_moe_ffn (qwen35moe, kimi-linear): router scores by softmax or
+// sigmoid, the top n_expert_used per token (optionally chosen on score + selection bias), their unbiased
+// scores as weights, renormalised and scaled as the hparams say; SwiGLU experts computed only for the tokens
+// routed to them (only those experts' rows are read), summed in routing order; plus an optional shared expert,
+// scaled by sigmoid(gate · x) when it has a gate. Dense lead layers (n_layer_dense_lead) are the caller's.
 #pragma once
 
 #include "base/status.h"
@@ -11,15 +13,44 @@
 
 namespace rwd::model::blocks {
 
+// How one token's router logits become experts and weights; the order of operations is llama.cpp's.
+struct RouterParams {
+  ExpertGating gating;          // scores = softmax(logits) or sigmoid(logits), per expert
+  const float* selection_bias;  // [n_expert] added to the scores for choosing only (nullptr: none)
+  bool norm;                    // divide the chosen scores by their sum, clamped below at 2^-14
+  float scale;                  // then multiply by it, unless it is 0 or 1
+};
+
 // x: [n_tokens, n_embd] normed input; out: [n_tokens, n_embd].
 void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float* out);
 
-// expert_count, expert_used_count, expert_feed_forward_length, expert_shared_feed_forward_length.
-Status load_moe_hparams(const gguf::GgufFile& file, HParams& hp);
-Status bind_moe_weights(WeightBinder& binder, const HParams& hp, int il, LayerWeights& lw);
+// Experts of one token in routing order (descending biased score, ties to the lower id) and their weights.
+void route_token(const float* router_logits, int64_t n_expert, int64_t n_used, const RouterParams& params,
+                 int32_t* experts, float* weights);
 
-// Experts of one token in routing order with renormalised weights: probabilities are the softmax of the
-// router logits, the top k are chosen (ties to the lower id), their weights divided by their sum.
-void route_token(const float* router_logits, int64_t n_expert, int64_t n_used, int32_t* experts, float* weights);
+// expert_count, expert_used_count (required); expert_feed_forward_length (default n_ff / n_expert_used);
+// shared width: expert_shared_feed_forward_length, else expert_feed_forward_length * expert_shared_count,
+// else n_ff; expert_gating_func (1 softmax, 2 sigmoid; default softmax); expert_weights_norm (default true);
+// expert_weights_scale (default 1); leading_dense_block_count (default 0, < block_count).
+Status load_moe_hparams(const gguf::GgufFile& file, HParams& hp);
+
+// What an architecture's MoE layers hold besides the router and the routed experts.
+enum class TensorPresence {
+  unused,    // never bound, even when the file has it (the architecture's graph does not read it)
+  optional,  // bound when the file has it
+  required,  // missing is an error naming the tensor
+};
+struct MoeTensorRules {
+  TensorPresence shared_expert;       // ffn_{gate,up,down}_shexp; present when ffn_gate_shexp is
+  TensorPresence shared_expert_gate;  // ffn_gate_inp_shexp [n_embd]; only with a shared expert
+  TensorPresence selection_bias;      // exp_probs_b.bias [n_expert]
+};
+// qwen35moe and qwen3next: a shared expert with its sigmoid gate, no selection bias.
+inline constexpr MoeTensorRules kQwen35MoeTensors{TensorPresence::required, TensorPresence::required,
+                                                  TensorPresence::unused};
+
+// Binds layer il's router, routed experts and what `rules` asks for; absent tensors stay invalid.
+Status bind_moe_weights(WeightBinder& binder, const HParams& hp, int il, LayerWeights& lw,
+                        const MoeTensorRules& rules);
 
 }  // namespace rwd::model::blocks

@@ -116,12 +116,13 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
     case Mode::snapshot: {
       const int64_t offset = state.recurrent().ssm_offset(rl);
       const int64_t n_head_k = params.n_head_k;
+      const int64_t g_floats = params.n_head_v * (params.per_channel_decay ? params.head_k_dim : 1);  // per token
       for (int64_t t = 0; t < n; ++t) {
         const int64_t i = io.txn_index + t;
         float* target = state.snapshot(slot, i) + offset;
         std::copy_n(snapshot_source(state, slot, i) + offset, spec.ssm_floats(), target);
         kernels::cpu::gated_delta_rule(q + t * n_head_k * params.head_k_dim, k + t * n_head_k * params.head_k_dim,
-                                       v + t * params.n_head_v * params.head_v_dim, g + t * params.n_head_v,
+                                       v + t * params.n_head_v * params.head_v_dim, g + t * g_floats,
                                        beta + t * params.n_head_v, 1, target, out + t * params.n_head_v * params.head_v_dim,
                                        u_out != nullptr ? u_out + t * u_floats : nullptr, params, &ctx.pool());
       }

@@ -117,5 +117,6 @@ Status write_lfm2(const SyntheticModelOptions& options, gguf::GgufWriter& writer
 Status write_mamba2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_falcon_h1(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_kimi_linear(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 
 }  // namespace rwd::synthetic

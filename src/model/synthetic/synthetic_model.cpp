@@ -26,6 +26,7 @@ constexpr Generator kGenerators[] = {
     {"mamba2", synthetic::write_mamba2},
     {"granitehybrid", synthetic::write_granitehybrid},
     {"falcon-h1", synthetic::write_falcon_h1},
+    {"kimi-linear", synthetic::write_kimi_linear},
 };
 
 }  // namespace

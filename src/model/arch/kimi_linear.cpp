@@ -1,0 +1,122 @@
+// kimi-linear (Moonshot Kimi Linear): Kimi Delta Attention layers with multi-head latent attention layers where
+// the per-layer attention.head_count_kv is non-zero; attention.head_count is also the KDA head count. Each
+// layer is x += mixer(attn_norm(x)); x += FFN(ffn_norm(x)), the FFN dense (SwiGLU of feed_forward_length) in
+// the first leading_dense_block_count layers and a mixture of sigmoid-routed experts with a selection bias and
+// an ungated shared expert in the others. MLA has no RoPE. The output matrix is never tied.
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/arch/architectures.h"
+#include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/kimi_delta_attention.h"
+#include "model/blocks/mla.h"
+#include "model/blocks/moe.h"
+#include "model/dense_transformer.h"
+#include "model/forward_context.h"
+#include "model/model.h"
+
+namespace rwd::model::arch {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+
+Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, ArchKey which, int64_t max) {
+  const std::string key = gguf::arch_key(hp.arch, which);
+  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
+  if (value == 0 || static_cast<int64_t>(value) > max) return Status::errorf("{} is {}, expected 1 .. {}", key, value, max);
+  return static_cast<int64_t>(value);
+}
+
+Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
+  // Not load_dense_hparams: the attention key/value lengths are the MLA cache row's, not a head size.
+  REWIND_RETURN_IF_ERROR(load_trunk_hparams(file, hp));
+  REWIND_ASSIGN_OR_RETURN(hp.n_head, read_count(file, hp, ArchKey::attention_head_count, 1024));
+  REWIND_RETURN_IF_ERROR(load_layer_pattern(file, hp, LayerKind::kimi_delta));
+  for (LayerParams& layer : hp.layers) {
+    if (layer.kind == LayerKind::attention) layer.kind = LayerKind::mla;
+  }
+  REWIND_RETURN_IF_ERROR(blocks::load_mla_hparams(file, hp));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_head_dim, read_count(file, hp, ArchKey::kda_head_dim, kernels::cpu::kGatedDeltaMaxHeadDim));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_count(file, hp, ArchKey::ssm_conv_kernel, 16));
+  if (hp.ssm_d_conv < 2) return Status::errorf("{} is 1, expected 2 .. 16", gguf::arch_key(hp.arch, ArchKey::ssm_conv_kernel));
+  hp.ssm_n_head_k = hp.ssm_n_head_v = hp.n_head;
+  if (file.has(gguf::arch_key(hp.arch, ArchKey::feed_forward_length))) {
+    REWIND_ASSIGN_OR_RETURN(hp.n_ff, read_count(file, hp, ArchKey::feed_forward_length, 1 << 20));
+  }
+  REWIND_RETURN_IF_ERROR(blocks::load_moe_hparams(file, hp));
+  if (hp.n_layer_dense_lead > 0 && hp.n_ff <= 0) {
+    return Status::errorf("{} is missing (the leading dense layers need it)",
+                          gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
+  }
+  return Status::ok();
+}
+
+Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
+  const int64_t n_embd = hp.n_embd;
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
+  REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& lw = w.layers[il];
+    auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+    REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
+    if (hp.layers[il].kind == LayerKind::kimi_delta) {
+      REWIND_RETURN_IF_ERROR(blocks::bind_kimi_delta_attention_weights(binder, hp, il, lw));
+    } else {
+      REWIND_RETURN_IF_ERROR(blocks::bind_mla_weights(binder, hp, il, lw));
+    }
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
+    if (il < hp.n_layer_dense_lead) {
+      REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+    } else {
+      // llama.cpp's kimi graph adds the shared expert ungated and always uses the selection bias.
+      constexpr blocks::MoeTensorRules kKimiTensors{blocks::TensorPresence::optional, blocks::TensorPresence::unused,
+                                                    blocks::TensorPresence::required};
+      REWIND_RETURN_IF_ERROR(blocks::bind_moe_weights(binder, hp, il, lw, kKimiTensors));
+    }
+  }
+  return Status::ok();
+}
+
+void forward_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const Weights& w = model.weights();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n = n_tokens * hp.n_embd;
+  float* x = ctx.hidden();                                // [n_tokens, n_embd]
+  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
+  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
+  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);  // [n_tokens, n_embd]
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[il];
+    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    if (hp.layers[il].kind == LayerKind::kimi_delta) {
+      blocks::kimi_delta_attention(model, ctx, il, normed, mixed);
+    } else {
+      blocks::mla(model, ctx, il, normed, mixed);
+    }
+    blocks::add_residual(x, mixed, n);
+    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
+    if (il < hp.n_layer_dense_lead) {
+      blocks::ffn(model, ctx, il, normed, ffn_out);
+    } else {
+      blocks::moe(model, ctx, il, normed, ffn_out);
+    }
+    blocks::add_residual(x, ffn_out, n);
+  }
+  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+}
+
+}  // namespace
+
+const ArchInfo& kimi_linear() {
+  static const ArchInfo info{"kimi-linear", load_hparams, bind_weights, forward_layers, nullptr};
+  return info;
+}
+
+}  // namespace rwd::model::arch

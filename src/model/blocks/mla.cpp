@@ -1,0 +1,141 @@
+#include "model/blocks/mla.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rms_norm.h"
+#include "model/blocks/buffers.h"
+
+namespace rwd::model::blocks {
+namespace {
+
+using gguf::ArchKey;
+using gguf::TensorKind;
+
+Result<int64_t> read_size(const gguf::GgufFile& file, const HParams& hp, ArchKey which) {
+  const std::string key = gguf::arch_key(hp.arch, which);
+  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
+  if (value == 0 || value > 4096) return Status::errorf("{} is {}, expected 1 .. 4096", key, value);
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
+
+Status load_mla_hparams(const gguf::GgufFile& file, HParams& hp) {
+  auto key = [&hp](ArchKey which) { return gguf::arch_key(hp.arch, which); };
+  REWIND_ASSIGN_OR_RETURN(hp.mla_key_length, read_size(file, hp, ArchKey::attention_key_length_mla));
+  REWIND_ASSIGN_OR_RETURN(hp.mla_value_length, read_size(file, hp, ArchKey::attention_value_length_mla));
+  REWIND_ASSIGN_OR_RETURN(hp.mla_kv_lora_rank, read_size(file, hp, ArchKey::attention_kv_lora_rank));
+  REWIND_ASSIGN_OR_RETURN(hp.n_rot, read_size(file, hp, ArchKey::rope_dimension_count));
+  if (file.has(key(ArchKey::attention_q_lora_rank))) {
+    return Status::errorf("{} is set: MLA with a compressed q (attn_q_a / attn_q_b) is not supported; kimi-linear "
+                          "has none", key(ArchKey::attention_q_lora_rank));
+  }
+  if (hp.n_rot >= hp.mla_key_length) {
+    return Status::errorf("{} = {} leaves no non-rotary part of {} = {}", key(ArchKey::rope_dimension_count), hp.n_rot,
+                          key(ArchKey::attention_key_length_mla), hp.mla_key_length);
+  }
+  if (hp.mla_kv_lora_rank + hp.n_rot > 1024) {
+    return Status::errorf("{} + {} = {}: the latent row is longer than the 1024 floats attention supports",
+                          key(ArchKey::attention_kv_lora_rank), key(ArchKey::rope_dimension_count),
+                          hp.mla_kv_lora_rank + hp.n_rot);
+  }
+  return Status::ok();
+}
+
+Status bind_mla_weights(WeightBinder& binder, const HParams& hp, int il, LayerWeights& lw) {
+  auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+  const int64_t n_head = hp.n_head;
+  const int64_t nope = hp.mla_key_length - hp.n_rot;
+  const int64_t kv_lora = hp.mla_kv_lora_rank;
+  if (binder.has(name(TensorKind::attn_kv_b))) {
+    return Status::errorf("tensor '{}' (the unsplit KV up-projection of older conversions) is not supported; convert "
+                          "again with a current llama.cpp, which writes '{}' and '{}'",
+                          name(TensorKind::attn_kv_b), name(TensorKind::attn_k_b), name(TensorKind::attn_v_b));
+  }
+  REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {n_head * hp.mla_key_length, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_kv_a_mqa, binder.matrix(name(TensorKind::attn_kv_a_mqa), {kv_lora + hp.n_rot, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_kv_a_norm, binder.vector(name(TensorKind::attn_kv_a_norm), kv_lora));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_k_b, binder.matrix(name(TensorKind::attn_k_b), {n_head, kv_lora, nope}));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_v_b, binder.matrix(name(TensorKind::attn_v_b), {n_head, hp.mla_value_length, kv_lora}));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_output,
+                          binder.matrix(name(TensorKind::attn_output), {hp.n_embd, n_head * hp.mla_value_length}));
+  return Status::ok();
+}
+
+void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
+  const HParams& hp = model.hparams();
+  const LayerWeights& lw = model.weights().layers[il];
+  const int kv_layer = model.kv_index(il);
+  const Batch& batch = ctx.batch();
+  const int64_t n_tokens = ctx.n_tokens();
+  const int64_t n_head = hp.n_head;
+  const int64_t rope = hp.n_rot;
+  const int64_t nope = hp.mla_key_length - rope;
+  const int64_t kv_lora = hp.mla_kv_lora_rank;
+  const int64_t row_width = kv_lora + rope;  // one cache row, and one query head in the latent space
+  const int64_t v_width = hp.mla_value_length;
+
+  float* q = ctx.buffer(kBufferQ, n_tokens * n_head * hp.mla_key_length);  // [n_tokens, n_head, nope | rope]
+  kernels::cpu::matmul(lw.attn_q, x, n_tokens, q, ctx.matmul_scratch(), ctx.pool());
+  float* latent = ctx.buffer(kBufferK, n_tokens * row_width);  // [n_tokens, kv_lora | k_pe]
+  kernels::cpu::matmul(lw.attn_kv_a_mqa, x, n_tokens, latent, ctx.matmul_scratch(), ctx.pool());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    kernels::cpu::rms_norm(latent + t * row_width, lw.attn_kv_a_norm.f32(), latent + t * row_width, 1, kv_lora,
+                           hp.rms_eps);
+  }
+
+  // Queries in the latent space: per head, [attn_k_b q_nope | q_pe].
+  float* q_latent = ctx.buffer(kBufferMixed, n_tokens * n_head * row_width);
+  float* gathered = ctx.buffer(kBufferConvIn, n_tokens * std::max(nope, kv_lora));
+  float* projected = ctx.buffer(kBufferConvOut, n_tokens * std::max(kv_lora, v_width));
+  for (int64_t h = 0; h < n_head; ++h) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::copy_n(q + (t * n_head + h) * hp.mla_key_length, nope, gathered + t * nope);
+    }
+    kernels::cpu::matmul(tensor::matrix_slice(lw.attn_k_b, h), gathered, n_tokens, projected, ctx.matmul_scratch(),
+                         ctx.pool());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float* head = q_latent + (t * n_head + h) * row_width;
+      std::copy_n(projected + t * kv_lora, kv_lora, head);
+      std::copy_n(q + (t * n_head + h) * hp.mla_key_length + nope, rope, head + kv_lora);
+    }
+  }
+
+  kernels::cpu::AttentionParams params;
+  params.n_head = n_head;
+  params.n_head_kv = 1;
+  params.head_dim = row_width;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(hp.mla_key_length));
+  // Attending with the rows as values too: each head's first kv_lora outputs are the attended latent.
+  float* attended = ctx.buffer(kBufferAttnOut, n_tokens * n_head * row_width);
+  state::KvCache& kv = ctx.kv();
+  for (const SlotSpan& span : ctx.slot_spans()) {
+    for (int64_t t = span.begin; t < span.end; ++t) {
+      std::copy_n(latent + t * row_width, row_width, kv.k_row(kv_layer, span.slot, batch.positions[t]));
+    }
+    const float* rows = kv.k_data(kv_layer, span.slot);
+    kernels::cpu::attention(q_latent + span.begin * n_head * row_width, batch.positions.data() + span.begin,
+                            span.end - span.begin, rows, rows, batch.positions[span.end - 1] + 1,
+                            attended + span.begin * n_head * row_width, params, &ctx.pool());
+  }
+
+  float* values = ctx.buffer(kBufferRecurrentOut, n_tokens * n_head * v_width);  // [n_tokens, n_head, v_width]
+  for (int64_t h = 0; h < n_head; ++h) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::copy_n(attended + (t * n_head + h) * row_width, kv_lora, gathered + t * kv_lora);
+    }
+    kernels::cpu::matmul(tensor::matrix_slice(lw.attn_v_b, h), gathered, n_tokens, projected, ctx.matmul_scratch(),
+                         ctx.pool());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::copy_n(projected + t * v_width, v_width, values + (t * n_head + h) * v_width);
+    }
+  }
+  kernels::cpu::matmul(lw.attn_output, values, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+}
+
+}  // namespace rwd::model::blocks
