@@ -3,8 +3,9 @@
 // with s = residual_scale; embeddings are multiplied by embedding_scale and logits divided by logit_scale
 // (all optional, 1 when absent). Attention is GQA without q/k norms, with RoPE only when
 // rope.scaling.finetuned is true (the loader's default; Granite-4.0-H writes false: no positions at all),
-// and scaled by attention.scale when given. The mixture-of-experts variants (Granite-4.0-H-Tiny/Small) are
-// refused by name until their router (softmax, no shared-expert gate) is wired in.
+// and scaled by attention.scale when given. With expert_count > 0 (Granite-4.0-H-Tiny/Small) every FFN is a
+// mixture of softmax-routed experts of feed_forward_length, renormalised, plus an ungated shared expert of
+// expert_shared_feed_forward_length when that is non-zero.
 #include <cmath>
 
 #include "gguf/keys.h"
@@ -15,6 +16,7 @@
 #include "model/blocks/buffers.h"
 #include "model/blocks/ffn.h"
 #include "model/blocks/mamba2.h"
+#include "model/blocks/moe.h"
 #include "model/dense_transformer.h"
 #include "model/forward_context.h"
 #include "model/model.h"
@@ -39,9 +41,15 @@ Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_RETURN_IF_ERROR(blocks::load_mamba2_hparams(file, hp));
   REWIND_ASSIGN_OR_RETURN(uint32_t n_expert, file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::expert_count), 0));
   if (n_expert > 0) {
-    return Status::errorf("{} is {}: granitehybrid with experts (Granite-4.0-H-Tiny/Small) is not supported yet; "
-                          "the dense models (Granite-4.0-H-1B, -350M) are",
-                          gguf::arch_key(hp.arch, ArchKey::expert_count), n_expert);
+    REWIND_RETURN_IF_ERROR(blocks::load_moe_hparams(file, hp));
+    // As llama.cpp's granite graph: the experts are feed_forward_length wide and routed by softmax whatever
+    // the gating key says; the shared expert exists only when its width is given.
+    hp.n_ff_exp = hp.n_ff;
+    hp.expert_gating = ExpertGating::softmax;
+    const std::string shared_key = gguf::arch_key(hp.arch, ArchKey::expert_shared_feed_forward_length);
+    REWIND_ASSIGN_OR_RETURN(uint32_t n_ff_shexp, file.get_u32_or(shared_key, 0));
+    if (n_ff_shexp > (1u << 20)) return Status::errorf("{} is {}, expected at most 1048576", shared_key, n_ff_shexp);
+    hp.n_ff_shexp = n_ff_shexp;
   }
   REWIND_ASSIGN_OR_RETURN(hp.use_rope, file.get_bool_or(gguf::arch_key(hp.arch, ArchKey::rope_scaling_finetuned), true));
   REWIND_ASSIGN_OR_RETURN(hp.embd_scale, read_positive_scale(file, hp, ArchKey::embedding_scale, 1.0f));
@@ -89,6 +97,13 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
       REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
     }
     REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
+    if (hp.n_expert > 0) {
+      const blocks::MoeTensorRules rules{hp.n_ff_shexp > 0 ? blocks::TensorPresence::required
+                                                           : blocks::TensorPresence::unused,
+                                         blocks::TensorPresence::unused, blocks::TensorPresence::unused};
+      REWIND_RETURN_IF_ERROR(blocks::bind_moe_weights(binder, hp, il, lw, rules));
+      continue;
+    }
     REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
     REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
     REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
@@ -123,7 +138,11 @@ void forward_layers(const Model& model, ForwardContext& ctx) {
     }
     add_scaled(x, mixed, n, hp.residual_scale);
     kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::ffn(model, ctx, il, normed, ffn_out);
+    if (hp.n_expert > 0) {
+      blocks::moe(model, ctx, il, normed, ffn_out);
+    } else {
+      blocks::ffn(model, ctx, il, normed, ffn_out);
+    }
     add_scaled(x, ffn_out, n, hp.residual_scale);
   }
   kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);

@@ -16,9 +16,11 @@ namespace {
 struct Mamba2Shape {
   int64_t n_embd, n_layer, n_vocab;
   int64_t d_inner, n_head, d_state, n_group, d_conv;
-  // granitehybrid only
+  // granitehybrid and falcon-h1
   int64_t n_head_attn = 0, n_head_kv = 0, n_ff = 0;
   std::vector<int> attention_layers = {};
+  // granitehybrid with experts (0: dense FFN): n_ff wide each, and a shared expert of n_ff_shexp
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_shexp = 0;
 };
 
 // mamba2 small is the shape of mamba2-130m; granitehybrid small puts one attention layer in four beside
@@ -29,8 +31,10 @@ const Mamba2Shape& mamba2_shape(const std::string& preset) {
   return preset == "tiny" ? tiny : small;
 }
 
+// granitehybrid tiny has experts, as Granite-4.0-H-Tiny (the dense FFN is covered by test_mamba2_reference);
+// small is dense, as Granite-4.0-H-1B.
 const Mamba2Shape& granite_shape(const std::string& preset) {
-  static const Mamba2Shape tiny = {128, 6, 512, 256, 8, 16, 2, 4, 4, 2, 384, {2, 5}};
+  static const Mamba2Shape tiny = {128, 6, 512, 256, 8, 16, 2, 4, 4, 2, 96, {2, 5}, 8, 2, 192};
   static const Mamba2Shape small = {768, 12, 16384, 1536, 24, 128, 1, 4, 12, 4, 2048, {3, 7, 11}};
   return preset == "tiny" ? tiny : small;
 }
@@ -119,6 +123,11 @@ Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWrite
   writer.set_f32(key(gguf::ArchKey::residual_scale), 0.5f);
   writer.set_f32(key(gguf::ArchKey::logit_scale), 0.5f);
   writer.set_f32(key(gguf::ArchKey::attention_scale), 0.75f / std::sqrt(static_cast<float>(head_dim)));
+  if (s.n_expert > 0) {
+    writer.set_u32(key(gguf::ArchKey::expert_count), static_cast<uint32_t>(s.n_expert));
+    writer.set_u32(key(gguf::ArchKey::expert_used_count), static_cast<uint32_t>(s.n_expert_used));
+    writer.set_u32(key(gguf::ArchKey::expert_shared_feed_forward_length), static_cast<uint32_t>(s.n_ff_shexp));
+  }
   write_ssm_keys(arch, s, writer);
   write_tokenizer(writer, s.n_vocab);
 
@@ -135,6 +144,16 @@ Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWrite
       maker.matrix(name(gguf::TensorKind::attn_output), s.n_embd, s.n_head_attn * head_dim, 1.0f);
     }
     maker.norm(name(gguf::TensorKind::ffn_norm), s.n_embd);
+    if (s.n_expert > 0) {
+      maker.matrix(name(gguf::TensorKind::ffn_gate_inp), s.n_expert, s.n_embd, 1.0f);
+      maker.experts(name(gguf::TensorKind::ffn_gate_exps), s.n_expert, s.n_ff, s.n_embd, 1.0f);
+      maker.experts(name(gguf::TensorKind::ffn_up_exps), s.n_expert, s.n_ff, s.n_embd, 1.0f);
+      maker.experts(name(gguf::TensorKind::ffn_down_exps), s.n_expert, s.n_embd, s.n_ff, 1.0f);
+      maker.matrix(name(gguf::TensorKind::ffn_gate_shexp), s.n_ff_shexp, s.n_embd, 1.0f);
+      maker.matrix(name(gguf::TensorKind::ffn_up_shexp), s.n_ff_shexp, s.n_embd, 1.0f);
+      maker.matrix(name(gguf::TensorKind::ffn_down_shexp), s.n_embd, s.n_ff_shexp, 1.0f);
+      continue;
+    }
     maker.matrix(name(gguf::TensorKind::ffn_gate), s.n_ff, s.n_embd, 1.0f);
     maker.matrix(name(gguf::TensorKind::ffn_up), s.n_ff, s.n_embd, 1.0f);
     maker.matrix(name(gguf::TensorKind::ffn_down), s.n_embd, s.n_ff, 1.0f);
