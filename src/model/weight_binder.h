@@ -2,7 +2,10 @@
 // wrong file fails at load with the tensor, the expected and the found shape — never in the forward.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -27,6 +30,11 @@ class WeightBinder {
   // model owns (Kimi's three q/k/v conv weights become the one conv over the q | k | v channels).
   Result<tensor::Tensor> stacked_floats(const std::vector<std::string>& names, std::vector<int64_t> shape);
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+  // An architecture's refusal of the file's tensors, prefixed with the file like the binder's own errors.
+  template <typename... Args>
+  Status refuse(fmt::format_string<Args...> format, Args&&... args) const {
+    return Status::errorf("{}: {}", file_.path(), fmt::format(format, std::forward<Args>(args)...));
+  }
 
  private:
   Result<const gguf::TensorInfo*> find_with_shape(const std::string& name, const std::vector<int64_t>& shape);

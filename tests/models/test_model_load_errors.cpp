@@ -30,14 +30,16 @@ class ModelLoadErrors : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("rewind_load_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    base_ = (dir_ / "base.gguf").string();
-    ASSERT_TRUE(make_synthetic_model({"qwen3", "tiny", "f32", 5, base_}).is_ok());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // Copies the base model applying `edit`, returns the load error message ("" when it loaded).
-  std::string load_edited(const Edit& edit) {
-    auto file = gguf::GgufFile::open(base_);
+  // Copies a generated tiny model of `arch` applying `edit`, returns the load error message ("" when it loaded).
+  std::string load_edited(const Edit& edit, const std::string& arch = "qwen3") {
+    const std::string base = (dir_ / (arch + "-base.gguf")).string();
+    if (!std::filesystem::exists(base)) {
+      EXPECT_TRUE(make_synthetic_model({arch, "tiny", "f32", 5, base}).is_ok());
+    }
+    auto file = gguf::GgufFile::open(base);
     EXPECT_TRUE(file.is_ok());
     gguf::GgufWriter writer;
     for (const auto& [key, value] : (*file)->metadata()) {
@@ -88,7 +90,6 @@ class ModelLoadErrors : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
-  std::string base_;
 };
 
 TEST_F(ModelLoadErrors, UnmodifiedCopyLoads) { EXPECT_EQ(load_edited({}), ""); }
@@ -141,6 +142,57 @@ TEST_F(ModelLoadErrors, WrongKeyTypeIsNamed) {
                                              w.set_string("qwen3.block_count", "two");
                                            }, "", "", 1});
   EXPECT_NE(message.find("qwen3.block_count"), std::string::npos) << message;
+}
+
+// One f32 tensor of the given shape (outermost first), for edits that add a tensor the model must refuse.
+std::function<void(gguf::GgufWriter&)> add_tensor(const std::string& name, std::vector<int64_t> shape) {
+  return [name, shape](gguf::GgufWriter& w) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    w.add_tensor(name, tensor::DType::f32, shape, std::vector<uint8_t>(static_cast<size_t>(n) * sizeof(float), 0));
+  };
+}
+
+TEST_F(ModelLoadErrors, HybridsOfIssue6LoadAndRefuseBadFilesByName) {
+  for (const char* arch : {"mamba2", "granitehybrid", "falcon-h1", "kimi-linear"}) {
+    EXPECT_EQ(load_edited({}, arch), "") << arch;
+  }
+  const auto expect_named = [](const std::string& message, const std::string& name) {
+    EXPECT_NE(message.find(name), std::string::npos) << "expected '" << name << "' in: " << message;
+    EXPECT_NE(message.find(".gguf: "), std::string::npos) << "names the file: " << message;
+  };
+  // Mamba2: inconsistent sizes, a missing skip vector, a wrong conv shape.
+  expect_named(load_edited({"mamba2.ssm.inner_size", "", [](gguf::GgufWriter& w) {
+                              w.set_u32("mamba2.ssm.inner_size", 250);
+                            }, "", "", 1}, "mamba2"),
+               "mamba2.ssm.inner_size");
+  expect_named(load_edited({"mamba2.ssm.group_count", "", [](gguf::GgufWriter& w) {
+                              w.set_u32("mamba2.ssm.group_count", 3);
+                            }, "", "", 1}, "mamba2"),
+               "mamba2.ssm.group_count");
+  expect_named(load_edited({"", "blk.1.ssm_d", nullptr, "", "", 1}, "mamba2"), "blk.1.ssm_d");
+  expect_named(load_edited({"", "", nullptr, "blk.0.ssm_conv1d.weight", "", 1}, "mamba2"), "blk.0.ssm_conv1d.weight");
+  // Granite: a bias it would otherwise ignore; a per-layer KV head list of the wrong length.
+  expect_named(load_edited({"", "", add_tensor("blk.2.attn_q.bias", {128}), "", "", 1}, "granitehybrid"),
+               "blk.2.attn_q.bias");
+  expect_named(load_edited({"granitehybrid.attention.head_count_kv", "", [](gguf::GgufWriter& w) {
+                              w.set_i32_array("granitehybrid.attention.head_count_kv", {0, 2});
+                            }, "", "", 1}, "granitehybrid"),
+               "granitehybrid.attention.head_count_kv");
+  // Falcon-H1: the FFN norm under either name, and nothing silently dropped.
+  expect_named(load_edited({"", "blk.0.ffn_norm", nullptr, "", "", 1}, "falcon-h1"), "blk.0.ffn_norm");
+  expect_named(load_edited({"", "", add_tensor("blk.1.rope_freqs.weight", {16}), "", "", 1}, "falcon-h1"),
+               "blk.1.rope_freqs.weight");
+  // Kimi Linear: q compression and unsplit KV projections (not supported) are refused by name, as is a bad conv.
+  expect_named(load_edited({"", "", [](gguf::GgufWriter& w) { w.set_u32("kimi-linear.attention.q_lora_rank", 32); },
+                            "", "", 1}, "kimi-linear"),
+               "kimi-linear.attention.q_lora_rank");
+  expect_named(load_edited({"", "", add_tensor("blk.2.attn_kv_b.weight", {128, 64}), "", "", 1}, "kimi-linear"),
+               "blk.2.attn_kv_b.weight");
+  expect_named(load_edited({"", "blk.1.exp_probs_b.bias", nullptr, "", "", 1}, "kimi-linear"), "blk.1.exp_probs_b.bias");
+  expect_named(load_edited({"", "", nullptr, "blk.0.ssm_f_b.weight", "", 1}, "kimi-linear"), "blk.0.ssm_f_b.weight");
+  expect_named(load_edited({"", "blk.1.ssm_conv1d_v.weight", nullptr, "", "", 1}, "kimi-linear"),
+               "blk.1.ssm_conv1d_v.weight");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "rewind/engine.h"
@@ -142,7 +143,14 @@ TEST_P(HybridEngineTest, ThreePromptsTogetherGiveWhatEachGivesAlone) {
   std::filesystem::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HybridEngineTest, ::testing::Values("qwen35", "qwen35moe", "qwen3next", "lfm2"));
+INSTANTIATE_TEST_SUITE_P(Models, HybridEngineTest,
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid",
+                                           "falcon-h1", "kimi-linear"),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name = param_info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1
+                           return name;
+                         });
 
 TEST_F(EngineTest, RequestsBeyondTheSlotsWaitAndAllFinish) {
   auto engine = open(2);

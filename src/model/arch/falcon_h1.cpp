@@ -53,7 +53,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
           name(TensorKind::attn_v, TensorSuffix::bias), name(TensorKind::attn_output, TensorSuffix::bias),
           name(TensorKind::ffn_gate, TensorSuffix::bias), name(TensorKind::ffn_up, TensorSuffix::bias),
           name(TensorKind::ffn_down, TensorSuffix::bias), name(TensorKind::attn_qkv), name(TensorKind::rope_freqs)}) {
-      if (binder.has(unsupported)) return Status::errorf("tensor '{}' is not supported for falcon-h1", unsupported);
+      if (binder.has(unsupported)) return binder.refuse("tensor '{}' is not supported for falcon-h1", unsupported);
     }
     REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
     REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));
@@ -62,6 +62,9 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
     REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
     REWIND_RETURN_IF_ERROR(blocks::bind_mamba2_weights(binder, hp, il, {false, false}, lw));
     const std::string ffn_norm = name(TensorKind::ffn_norm, TensorSuffix::none);
+    if (!binder.has(ffn_norm) && !binder.has(name(TensorKind::ffn_norm))) {
+      return binder.refuse("tensor '{}' (or '{}') is missing", ffn_norm, name(TensorKind::ffn_norm));
+    }
     REWIND_ASSIGN_OR_RETURN(lw.ffn_norm,
                             binder.vector(binder.has(ffn_norm) ? ffn_norm : name(TensorKind::ffn_norm), n_embd));
     REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));

@@ -82,13 +82,13 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
     for (TensorKind kind : {TensorKind::attn_q, TensorKind::attn_k, TensorKind::attn_v, TensorKind::attn_output,
                             TensorKind::ffn_gate, TensorKind::ffn_up, TensorKind::ffn_down}) {
       const std::string bias = gguf::tensor_name(kind, il, gguf::TensorSuffix::bias);
-      if (binder.has(bias)) return Status::errorf("tensor '{}': biases are not supported for granitehybrid", bias);
+      if (binder.has(bias)) return binder.refuse("tensor '{}': biases are not supported for granitehybrid", bias);
     }
     if (hp.layers[il].kind == LayerKind::mamba2) {
       REWIND_RETURN_IF_ERROR(blocks::bind_mamba2_weights(binder, hp, il, {false, true}, lw));
     } else {
       if (binder.has(name(TensorKind::attn_qkv))) {
-        return Status::errorf("tensor '{}' (fused q/k/v) is not supported; convert with separate attn_q, attn_k and "
+        return binder.refuse("tensor '{}' (fused q/k/v) is not supported; convert with separate attn_q, attn_k and "
                               "attn_v", name(TensorKind::attn_qkv));
       }
       REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));

@@ -31,7 +31,7 @@ Status bind_kimi_delta_attention_weights(WeightBinder& binder, const HParams& hp
   const int64_t n_head = hp.ssm_n_head_v;
   const int64_t width = n_head * head_dim;
   if (binder.has(name(TensorKind::attn_qkv))) {
-    return Status::errorf("tensor '{}' (fused q/k/v) is not supported for kimi-linear; its converter writes attn_q, "
+    return binder.refuse("tensor '{}' (fused q/k/v) is not supported for kimi-linear; its converter writes attn_q, "
                           "attn_k and attn_v", name(TensorKind::attn_qkv));
   }
   REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {width, hp.n_embd}));

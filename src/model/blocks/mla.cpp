@@ -53,7 +53,7 @@ Status bind_mla_weights(WeightBinder& binder, const HParams& hp, int il, LayerWe
   const int64_t nope = hp.mla_key_length - hp.n_rot;
   const int64_t kv_lora = hp.mla_kv_lora_rank;
   if (binder.has(name(TensorKind::attn_kv_b))) {
-    return Status::errorf("tensor '{}' (the unsplit KV up-projection of older conversions) is not supported; convert "
+    return binder.refuse("tensor '{}' (the unsplit KV up-projection of older conversions) is not supported; convert "
                           "again with a current llama.cpp, which writes '{}' and '{}'",
                           name(TensorKind::attn_kv_b), name(TensorKind::attn_k_b), name(TensorKind::attn_v_b));
   }
