@@ -1,4 +1,4 @@
-// SwiGLU and GeGLU: both ISA paths against the float64 reference, and the reference against the formulas.
+// SwiGLU, GeGLU and SiLU: both ISA paths against the float64 reference, and the reference against the formulas.
 // links: rewind_kernels_cpu
 #include <gtest/gtest.h>
 
@@ -49,6 +49,34 @@ TEST_P(GluTest, SwigluMatchesReference) {
           << test::isa_name(isa) << " n=" << n << " gate=" << gate[i];
     }
   }
+}
+
+// SiLU alone: exp (1-2 ulps), 1 + e, the division and the reference's rounding; in place as well.
+TEST_P(GluTest, SiluMatchesReferenceInPlace) {
+  const Isa isa = GetParam();
+  REWIND_SKIP_UNLESS_AVAILABLE(isa);
+  const auto silu = isa == Isa::scalar ? kernels::cpu::detail::silu_scalar : kernels::cpu::detail::silu_avx2;
+  test::Random random(59);
+  for (int64_t n : {1, 3, 7, 8, 9, 63, 64, 65, 4097}) {
+    const std::vector<float> x = random.floats(n, -30.0f, 30.0f);
+    std::vector<float> expected = test::nan_filled(n);
+    kernels::ref::silu(x.data(), expected.data(), n);
+    std::vector<float> actual = x;
+    silu(actual.data(), actual.data(), n);
+    const double rel = (kExpUlps[static_cast<int>(isa)] + 1.0) * kFloatEps;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(actual[i], expected[i], rel * std::fabs(expected[i]) + 1e-37)
+          << test::isa_name(isa) << " n=" << n << " x=" << x[i];
+    }
+  }
+  const std::vector<float> extremes = {-1e4f, -200.0f, 90.0f, 1e4f, 0.0f};
+  std::vector<float> out = test::nan_filled(5);
+  silu(extremes.data(), out.data(), 5);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[2], 90.0f);
+  EXPECT_EQ(out[3], 1e4f);
+  EXPECT_EQ(out[4], 0.0f);
 }
 
 // GeGLU evaluates the exponent a = -2 sqrt(2/pi) (g + 0.044715 g³) in float: four roundings and two rounded
@@ -124,6 +152,10 @@ TEST(GluDispatch, PublicFunctionsUseSelectedPath) {
   EXPECT_TRUE(test::same_bits(via_public, via_path));
   kernels::cpu::geglu(gate.data(), up.data(), via_public.data(), 45);
   geglu_for(isa)(gate.data(), up.data(), via_path.data(), 45);
+  EXPECT_TRUE(test::same_bits(via_public, via_path));
+  kernels::cpu::silu(gate.data(), via_public.data(), 45);
+  (isa == Isa::scalar ? kernels::cpu::detail::silu_scalar : kernels::cpu::detail::silu_avx2)(gate.data(),
+                                                                                             via_path.data(), 45);
   EXPECT_TRUE(test::same_bits(via_public, via_path));
 }
 

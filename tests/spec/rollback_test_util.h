@@ -54,7 +54,7 @@ void for_each_slot_region(state::ModelState& state, int slot, Fn&& fn) {
   state::KvCache& kv = state.kv();
   for (int il = 0; il < kv.n_layers(); ++il) {
     fn(kv.k_data(il, slot), kv.n_ctx() * kv.k_row_floats(il));
-    fn(kv.v_data(il, slot), kv.n_ctx() * kv.v_row_floats(il));
+    if (kv.v_row_floats(il) > 0) fn(kv.v_data(il, slot), kv.n_ctx() * kv.v_row_floats(il));  // MLA: no V rows
   }
   const auto records = [&](const state::LayerRecords& log, const state::RecurrentSpec& spec, int64_t capacity) {
     fn(log.conv_in, capacity * spec.conv_channels);

@@ -20,6 +20,8 @@ void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n);
 void geglu_scalar(const float* gate, const float* up, float* out, int64_t n);
 void geglu_avx2(const float* gate, const float* up, float* out, int64_t n);
+void silu_scalar(const float* x, float* out, int64_t n);
+void silu_avx2(const float* x, float* out, int64_t n);
 
 // Keys are folded into the running softmax in blocks of this many, counted from the first key a query sees;
 // within a block the weighted values are summed in float, across blocks in float64.

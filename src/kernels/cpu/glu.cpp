@@ -25,7 +25,19 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void silu(const float* x, float* out, int64_t n) {
+  if (has_avx2_fma()) {
+    detail::silu_avx2(x, out, n);
+  } else {
+    detail::silu_scalar(x, out, n);
+  }
+}
+
 namespace detail {
+
+void silu_scalar(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
 
 void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];

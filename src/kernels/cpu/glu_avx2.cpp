@@ -37,7 +37,23 @@ void glu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+inline __m256 silu8(__m256 x) {
+  const __m256 e = vmath::exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
 }  // namespace
+
+void silu_avx2(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, silu8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(32) float tail[8] = {};
+    for (int64_t j = i; j < n; ++j) tail[j - i] = x[j];
+    _mm256_store_ps(tail, silu8(_mm256_load_ps(tail)));
+    for (int64_t j = i; j < n; ++j) out[j] = tail[j - i];
+  }
+}
 
 void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) { glu<swiglu8>(gate, up, out, n); }
 void geglu_avx2(const float* gate, const float* up, float* out, int64_t n) { glu<geglu8>(gate, up, out, n); }

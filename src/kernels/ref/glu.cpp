@@ -19,6 +19,10 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(silu(gate[i]) * static_cast<double>(up[i]));
 }
 
+void silu(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(silu(static_cast<double>(x[i])));
+}
+
 void geglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(gelu_tanh(gate[i]) * static_cast<double>(up[i]));
 }

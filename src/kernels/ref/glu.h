@@ -8,6 +8,7 @@ namespace rwd::kernels::ref {
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void geglu(const float* gate, const float* up, float* out, int64_t n);
+void silu(const float* x, float* out, int64_t n);
 
 // The activations alone, in float64, for tests that check the formula itself.
 double silu(double x);

@@ -6,6 +6,7 @@
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/gated_delta.h"
 #include "kernels/cpu/gated_rms_norm.h"
+#include "kernels/cpu/glu.h"
 #include "kernels/cpu/l2_norm.h"
 #include "kernels/cpu/matmul.h"
 #include "model/blocks/buffers.h"
@@ -71,9 +72,9 @@ void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const floa
   float* q = ctx.buffer(kBufferQ, n_tokens * qk_width);  // [n_tokens, n_head_k, head_dim]
   float* k = ctx.buffer(kBufferK, n_tokens * qk_width);  // [n_tokens, n_head_k, head_dim]
   float* v = ctx.buffer(kBufferV, n_tokens * v_width);   // [n_tokens, n_head_v, head_dim]
+  kernels::cpu::silu(conv, conv, n_tokens * n_channels);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    float* row = conv + t * n_channels;
-    for (int64_t c = 0; c < n_channels; ++c) row[c] = row[c] * sigmoid(row[c]);
+    const float* row = conv + t * n_channels;
     std::copy_n(row, qk_width, q + t * qk_width);
     std::copy_n(row + qk_width, qk_width, k + t * qk_width);
     std::copy_n(row + 2 * qk_width, v_width, v + t * v_width);

@@ -6,6 +6,7 @@
 #include "gguf/tensor_names.h"
 #include "kernels/cpu/gated_delta.h"
 #include "kernels/cpu/gated_rms_norm.h"
+#include "kernels/cpu/glu.h"
 #include "kernels/cpu/l2_norm.h"
 #include "kernels/cpu/matmul.h"
 #include "model/blocks/buffers.h"
@@ -81,9 +82,9 @@ void kimi_delta_attention(const Model& model, ForwardContext& ctx, int il, const
     run_conv(ctx, rl, run, qkv + run.span.begin * n_channels, n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv, nullptr,
              conv + run.span.begin * n_channels);
   }
+  kernels::cpu::silu(conv, conv, n_tokens * n_channels);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    float* row = conv + t * n_channels;
-    for (int64_t c = 0; c < n_channels; ++c) row[c] = row[c] * sigmoid(row[c]);
+    const float* row = conv + t * n_channels;
     std::copy_n(row, width, q + t * width);
     std::copy_n(row + width, width, k + t * width);
     std::copy_n(row + 2 * width, width, v + t * width);

@@ -6,6 +6,7 @@
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
 #include "kernels/cpu/gated_delta.h"
+#include "kernels/cpu/glu.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rms_norm.h"
 #include "model/blocks/buffers.h"
@@ -18,9 +19,8 @@ using gguf::ArchKey;
 using gguf::TensorKind;
 using gguf::TensorSuffix;
 
-// As llama.cpp computes them, so dt agrees with GGUF files tuned against it.
+// As llama.cpp computes it, so dt agrees with GGUF files tuned against it.
 float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 Result<int64_t> read_size(const gguf::GgufFile& file, const HParams& hp, ArchKey which) {
   const std::string key = gguf::arch_key(hp.arch, which);
@@ -120,9 +120,9 @@ void mamba2(const Model& model, ForwardContext& ctx, int il, const float* x, flo
   float* g = ctx.buffer(kBufferHeadParams2, n_tokens * n_head);
   const float* dt_bias = lw.ssm_dt.f32();
   const float* a = lw.ssm_a.f32();
+  kernels::cpu::silu(conv, conv, n_tokens * n_channels);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    float* row = conv + t * n_channels;
-    for (int64_t c = 0; c < n_channels; ++c) row[c] = silu(row[c]);
+    const float* row = conv + t * n_channels;
     std::copy_n(row, d_inner, v + t * d_inner);
     std::copy_n(row + d_inner, bc_width, k + t * bc_width);
     std::copy_n(row + d_inner + bc_width, bc_width, q + t * bc_width);
@@ -153,13 +153,10 @@ void mamba2(const Model& model, ForwardContext& ctx, int il, const float* x, flo
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* y_t = y + t * d_inner;
     const float* x_t = v + t * d_inner;
-    const float* z_t = proj + t * n_proj;
     for (int64_t h = 0; h < n_head; ++h) {
-      for (int64_t p = 0; p < head_dim; ++p) {
-        const int64_t i = h * head_dim + p;
-        y_t[i] = (y_t[i] + x_t[i] * d[h]) * silu(z_t[i]);
-      }
+      for (int64_t p = 0; p < head_dim; ++p) y_t[h * head_dim + p] += x_t[h * head_dim + p] * d[h];
     }
+    kernels::cpu::swiglu(proj + t * n_proj, y_t, y_t, d_inner);
     if (lw.ssm_norm.valid()) {
       for (int64_t group = 0; group < n_group; ++group) {
         float* chunk = y_t + group * group_width;
