@@ -4,6 +4,7 @@
 // from one-row kernels to panels of 8 rows, 15..17, 33, 64 and 65 end in partial panels), identical results
 // for 1, 2, 3 threads and an oversubscribed pool, odd numbers of blocks (a partial group of 8), output counts
 // that are not multiples of any tile, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
+// matmul_shared_input gives the bits of separate matmul calls, for weights of one and of mixed types.
 // The per-ISA kernels themselves are checked in test_vec_dot.cpp.
 #include <gtest/gtest.h>
 
@@ -131,6 +132,52 @@ TEST(Matmul, BatchInvariantAndThreadCountInvariant) {
         const std::vector<float> y = run_matmul(weight, x, n_rows, *pool, scratch);  // scratch reused, resized
         ASSERT_EQ(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)), 0)
             << pool->n_threads() << " threads, n_rows " << n_rows;
+      }
+    }
+  }
+}
+
+// Several weights over one x in one pool round: bit for bit what separate matmul() calls give, for every
+// type alone, for types that share an activation format (q4_0 + q8_0 + q5_1) and for mixed formats (which fall
+// back to one call per weight), at 1..9 and 33 rows (the pair path and the panel fallback), on 1..3 threads.
+TEST(Matmul, SharedInputEqualsSeparateCalls) {
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
+  std::vector<std::vector<DType>> groups;
+  for (DType type : kWeightTypes) groups.push_back({type, type, type});
+  groups.push_back({DType::q4_0, DType::q8_0, DType::q5_1});
+  groups.push_back({DType::q8_0, DType::f16, DType::q4_k, DType::f32});
+  const int64_t n_outs[] = {71, 8, 300, 33};
+  for (const std::vector<DType>& types : groups) {
+    // One n_in all the types in the group can hold: a multiple of 256.
+    const int64_t n_in = 768;
+    std::vector<Weight> weights;
+    for (size_t i = 0; i < types.size(); ++i) weights.push_back(make_weight(types[i], n_outs[i], n_in, 200 + i));
+    test::QuantRandom random(43);
+    const std::vector<float> x = random.row(33 * n_in);
+    for (const auto& pool : pools) {
+      for (int64_t n_rows : {1, 2, 3, 5, 8, 9, 33}) {
+        SCOPED_TRACE(std::string(tensor::dtype_name(types[0])) + " group of " + std::to_string(types.size()) + ", " +
+                     std::to_string(pool->n_threads()) + " threads, " + std::to_string(n_rows) + " rows");
+        MatmulScratch scratch;
+        std::vector<std::vector<float>> separate, shared;
+        for (const Weight& weight : weights) {
+          separate.push_back(run_matmul(weight, x, n_rows, *pool, scratch));
+          shared.push_back(nan_filled(n_rows * weight.tensor.n_rows()));
+        }
+        if (weights.size() == 3) {
+          matmul_shared_input({{&weights[0].tensor, shared[0].data()}, {&weights[1].tensor, shared[1].data()},
+                               {&weights[2].tensor, shared[2].data()}},
+                              x.data(), n_rows, scratch, *pool);
+        } else {
+          matmul_shared_input({{&weights[0].tensor, shared[0].data()}, {&weights[1].tensor, shared[1].data()},
+                               {&weights[2].tensor, shared[2].data()}, {&weights[3].tensor, shared[3].data()}},
+                              x.data(), n_rows, scratch, *pool);
+        }
+        for (size_t i = 0; i < weights.size(); ++i) {
+          ASSERT_EQ(std::memcmp(shared[i].data(), separate[i].data(), separate[i].size() * sizeof(float)), 0)
+              << "weight " << i;
+        }
       }
     }
   }

@@ -186,7 +186,90 @@ void matmul_pairs(const tensor::Tensor& weight, VecDotTileFn tile, const Activat
   });
 }
 
+// The pair path of several weights that share x and its activation format: one quantization, then every
+// weight's chunks from one counter in one pool round. Each output element is computed by the same tile call as
+// in matmul_pairs (same groups of activation rows, same chunks), so the results are the same bits.
+void matmul_pairs_shared(std::initializer_list<MatmulOutput> outputs, const ActivationFormat& format, const float* x,
+                         int64_t n_rows, MatmulScratch& scratch, ThreadPool& pool) {
+  const int64_t n_in = outputs.begin()->weight->n_cols();
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (format.quantize != nullptr) {
+    const size_t needed = format.row_bytes * static_cast<size_t>(n_rows);
+    if (scratch.activations.size() < needed) scratch.activations.resize(needed);
+    quantize_all_rows(format, x, n_in, n_rows, scratch.activations.data(), pool);
+    act = scratch.activations.data();
+  }
+  const size_t act_row_bytes = format.row_bytes;
+  const int64_t max_group_rows =
+      std::clamp<int64_t>(static_cast<int64_t>(kActivationGroupBytes / act_row_bytes), 1, kMaxActivationGroup);
+  const int64_t n_groups = (n_rows + max_group_rows - 1) / max_group_rows;
+  const int64_t group_rows = (n_rows + n_groups - 1) / n_groups;
+
+  struct Part {
+    const tensor::Tensor* weight;
+    float* y;
+    VecDotTileFn tile;
+    int64_t chunk_rows;
+    int64_t first_chunk;  // index of its first chunk in the shared count
+  };
+  constexpr size_t kMaxParts = 8;
+  Part parts[kMaxParts];
+  size_t n_parts = 0;
+  int64_t n_chunks = 0;
+  for (const MatmulOutput& output : outputs) {
+    const int64_t chunk_rows = chunk_rows_for(*output.weight, pool.n_threads());
+    parts[n_parts++] = {output.weight, output.y, vec_dot_kernel(output.weight->dtype).tile, chunk_rows, n_chunks};
+    n_chunks += (output.weight->n_rows() + chunk_rows - 1) / chunk_rows;
+  }
+  std::atomic<int64_t> next_chunk{0};
+  pool.run([&](int, int) {
+    size_t part_index = 0;
+    while (true) {
+      const int64_t chunk = next_chunk.fetch_add(1, std::memory_order_relaxed);
+      if (chunk >= n_chunks) return;
+      while (part_index + 1 < n_parts && parts[part_index + 1].first_chunk <= chunk) ++part_index;
+      const Part& part = parts[part_index];
+      const tensor::Tensor& weight = *part.weight;
+      const int64_t n_out = weight.n_rows();
+      const int64_t begin = (chunk - part.first_chunk) * part.chunk_rows;
+      const int64_t end = std::min(n_out, begin + part.chunk_rows);
+      for (int64_t r = 0; r < n_rows; r += group_rows) {
+        const int64_t n_group = std::min(group_rows, n_rows - r);
+        part.tile(n_in, weight.row(begin), weight.bytes_per_row(), end - begin,
+                  act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, n_group, part.y + r * n_out + begin,
+                  n_out);
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const float* x, int64_t n_rows,
+                         MatmulScratch& scratch, ThreadPool& pool) {
+  REWIND_CHECK(outputs.size() >= 1 && outputs.size() <= 8, "matmul_shared_input: {} weights, expected 1 .. 8",
+               outputs.size());
+  const tensor::Tensor& first = *outputs.begin()->weight;
+  bool shared = n_rows > 0;
+  for (const MatmulOutput& output : outputs) {
+    const tensor::Tensor& weight = *output.weight;
+    REWIND_CHECK(weight.n_cols() == first.n_cols(), "matmul_shared_input: {} has {} inputs, {} has {}", weight.name,
+                 weight.n_cols(), first.name, first.n_cols());
+    const VecDotKernel kernel = vec_dot_kernel(weight.dtype);
+    REWIND_CHECK(kernel.tile != nullptr && weight.data != nullptr, "matmul_shared_input: no CPU kernel or data for {}",
+                 weight.name);
+    // Rows that take the panel path, or another activation format, go through matmul() one weight at a time.
+    shared = shared && tensor::dtype_traits(weight.dtype).vec_dot_type == tensor::dtype_traits(first.dtype).vec_dot_type &&
+             (kernel.panel.dot == nullptr || n_rows < kernel.panel.min_rows) && weight.n_rows() > 0;
+  }
+  if (!shared) {
+    for (const MatmulOutput& output : outputs) matmul(*output.weight, x, n_rows, output.y, scratch, pool);
+    return;
+  }
+  const ActivationFormat format =
+      activation_format(tensor::dtype_traits(first.dtype).vec_dot_type, first.n_cols());
+  matmul_pairs_shared(outputs, format, x, n_rows, scratch, pool);
+}
 
 void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
             ThreadPool& pool) {

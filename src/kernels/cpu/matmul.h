@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -25,5 +26,18 @@ struct MatmulScratch {
 // x: [n_rows, n_in] float, y: [n_rows, n_out] float (must not alias x).
 void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
             ThreadPool& pool);
+
+// One weight of matmul_shared_input: y = x · weightᵀ, [n_rows, weight rows].
+struct MatmulOutput {
+  const tensor::Tensor* weight;
+  float* y;
+};
+
+// Several weights over the same x (q, k and v; an FFN's gate and up; a mixer's side projections), with the
+// results of separate matmul() calls bit for bit. For the few rows of a decode step, x is quantized once and
+// all the weights' row chunks are shared out in one pool round instead of one round per weight, which is what
+// a decode step of small matrices spends its time waiting on.
+void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const float* x, int64_t n_rows,
+                         MatmulScratch& scratch, ThreadPool& pool);
 
 }  // namespace rwd::kernels::cpu

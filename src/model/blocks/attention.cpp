@@ -42,9 +42,7 @@ void attention(const Model& model, ForwardContext& ctx, int il, const float* x, 
   float* k = ctx.buffer(kBufferK, n_tokens * kv_width);        // [n_tokens, n_head_kv, head_dim]
   float* v = ctx.buffer(kBufferV, n_tokens * kv_width);        // [n_tokens, n_head_kv, head_dim]
   float* mixed = ctx.buffer(kBufferAttnOut, n_tokens * q_width);  // [n_tokens, n_head, head_dim]
-  kernels::cpu::matmul(lw.attn_q, x, n_tokens, q, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.attn_k, x, n_tokens, k, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.attn_v, x, n_tokens, v, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul_shared_input({{&lw.attn_q, q}, {&lw.attn_k, k}, {&lw.attn_v, v}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
 
   if (hp.qk_norm) {
     kernels::cpu::rms_norm(q, lw.attn_q_norm.f32(), q, n_tokens * hp.n_head, hp.head_dim, hp.rms_eps);

@@ -12,8 +12,7 @@ void ffn(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   const int64_t n_tokens = ctx.n_tokens();
   float* gate = ctx.buffer(kBufferFfnGate, n_tokens * hp.n_ff);  // [n_tokens, n_ff]
   float* up = ctx.buffer(kBufferFfnUp, n_tokens * hp.n_ff);      // [n_tokens, n_ff]
-  kernels::cpu::matmul(lw.ffn_gate, x, n_tokens, gate, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.ffn_up, x, n_tokens, up, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul_shared_input({{&lw.ffn_gate, gate}, {&lw.ffn_up, up}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
   if (hp.ffn_activation == FfnActivation::gelu_tanh) {
     kernels::cpu::geglu(gate, up, gate, n_tokens * hp.n_ff);
   } else {

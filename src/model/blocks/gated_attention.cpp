@@ -27,9 +27,7 @@ void gated_attention(const Model& model, ForwardContext& ctx, int il, const floa
   float* q = ctx.buffer(kBufferQ, n_tokens * q_width);                    // [n_tokens, n_head, head_dim]
   float* k = ctx.buffer(kBufferK, n_tokens * kv_width);                   // [n_tokens, n_head_kv, head_dim]
   float* v = ctx.buffer(kBufferV, n_tokens * kv_width);                   // [n_tokens, n_head_kv, head_dim]
-  kernels::cpu::matmul(lw.attn_q, x, n_tokens, q_and_gate, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.attn_k, x, n_tokens, k, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.attn_v, x, n_tokens, v, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul_shared_input({{&lw.attn_q, q_and_gate}, {&lw.attn_k, k}, {&lw.attn_v, v}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t h = 0; h < hp.n_head; ++h) {
       std::copy_n(q_and_gate + (t * hp.n_head + h) * 2 * head_dim, head_dim, q + (t * hp.n_head + h) * head_dim);

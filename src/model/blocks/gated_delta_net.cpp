@@ -36,12 +36,11 @@ void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const floa
   float* z = ctx.buffer(kBufferGate, n_tokens * v_width);           // [n_tokens, n_head_v, head_dim]
   float* beta = ctx.buffer(kBufferHeadParams, n_tokens * n_head_v);  // [n_tokens, n_head_v]
   float* g = ctx.buffer(kBufferHeadParams2, n_tokens * n_head_v);    // [n_tokens, n_head_v]
-  kernels::cpu::matmul(lw.attn_qkv, x, n_tokens, mixed, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.attn_gate, x, n_tokens, z, ctx.matmul_scratch(), ctx.pool());
   if (lw.ssm_ba.valid()) {
     // qwen3next stores beta and alpha logits together, per K group: [b(r) | a(r)] with r = H_v / H_k.
     float* ba = ctx.buffer(kBufferConvOut, n_tokens * 2 * n_head_v);  // [n_tokens, n_head_k, 2, r]
-    kernels::cpu::matmul(lw.ssm_ba, x, n_tokens, ba, ctx.matmul_scratch(), ctx.pool());
+    kernels::cpu::matmul_shared_input({{&lw.attn_qkv, mixed}, {&lw.attn_gate, z}, {&lw.ssm_ba, ba}}, x, n_tokens,
+                                      ctx.matmul_scratch(), ctx.pool());
     const int64_t r = n_head_v / hp.ssm_n_head_k;
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t group = 0; group < hp.ssm_n_head_k; ++group) {
@@ -51,8 +50,8 @@ void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const floa
       }
     }
   } else {
-    kernels::cpu::matmul(lw.ssm_beta, x, n_tokens, beta, ctx.matmul_scratch(), ctx.pool());
-    kernels::cpu::matmul(lw.ssm_alpha, x, n_tokens, g, ctx.matmul_scratch(), ctx.pool());
+    kernels::cpu::matmul_shared_input(
+        {{&lw.attn_qkv, mixed}, {&lw.attn_gate, z}, {&lw.ssm_beta, beta}, {&lw.ssm_alpha, g}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
   }
   const float* dt_bias = lw.ssm_dt.f32();
   const float* a = lw.ssm_a.f32();

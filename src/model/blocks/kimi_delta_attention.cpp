@@ -68,9 +68,13 @@ void kimi_delta_attention(const Model& model, ForwardContext& ctx, int il, const
   float* q = ctx.buffer(kBufferQ, n_tokens * width);  // [n_tokens, n_head, head_dim]
   float* k = ctx.buffer(kBufferK, n_tokens * width);
   float* v = ctx.buffer(kBufferV, n_tokens * width);
-  kernels::cpu::matmul(lw.attn_q, x, n_tokens, q, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.attn_k, x, n_tokens, k, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.attn_v, x, n_tokens, v, ctx.matmul_scratch(), ctx.pool());
+  // Every projection of x at once; the low-rank decay and gate projections finish below.
+  float* decay_rank = ctx.buffer(kBufferHeadParams, n_tokens * head_dim);
+  float* gate_rank = ctx.buffer(kBufferFfnGate, n_tokens * head_dim);
+  float* beta = ctx.buffer(kBufferHeadParams2, n_tokens * n_head);
+  kernels::cpu::matmul_shared_input({{&lw.attn_q, q}, {&lw.attn_k, k}, {&lw.attn_v, v}, {&lw.ssm_f_a, decay_rank},
+                                     {&lw.ssm_g_a, gate_rank}, {&lw.ssm_beta, beta}},
+                                    x, n_tokens, ctx.matmul_scratch(), ctx.pool());
   float* qkv = ctx.buffer(kBufferConvIn, n_tokens * n_channels);
   for (int64_t t = 0; t < n_tokens; ++t) {
     std::copy_n(q + t * width, width, qkv + t * n_channels);
@@ -92,18 +96,14 @@ void kimi_delta_attention(const Model& model, ForwardContext& ctx, int il, const
   kernels::cpu::l2_norm(q, q, n_tokens * n_head, head_dim, hp.rms_eps);
   kernels::cpu::l2_norm(k, k, n_tokens * n_head, head_dim, hp.rms_eps);
 
-  // Per-channel decay logits through the low-rank f_a, f_b; the low-rank output gate through g_a, g_b.
-  float* low_rank = ctx.buffer(kBufferHeadParams, n_tokens * head_dim);
+  // Per-channel decay logits through the low-rank f_a, f_b.
   float* g = ctx.buffer(kBufferMixed, n_tokens * width);  // [n_tokens, n_head, head_dim]
-  kernels::cpu::matmul(lw.ssm_f_a, x, n_tokens, low_rank, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.ssm_f_b, low_rank, n_tokens, g, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul(lw.ssm_f_b, decay_rank, n_tokens, g, ctx.matmul_scratch(), ctx.pool());
   const float* dt_bias = lw.ssm_dt.f32();
   const float* a = lw.ssm_a.f32();
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t c = 0; c < width; ++c) g[t * width + c] = softplus(g[t * width + c] + dt_bias[c]) * a[c / head_dim];
   }
-  float* beta = ctx.buffer(kBufferHeadParams2, n_tokens * n_head);
-  kernels::cpu::matmul(lw.ssm_beta, x, n_tokens, beta, ctx.matmul_scratch(), ctx.pool());
   for (int64_t i = 0; i < n_tokens * n_head; ++i) beta[i] = sigmoid(beta[i]);
 
   kernels::cpu::GatedDeltaParams params;
@@ -121,8 +121,7 @@ void kimi_delta_attention(const Model& model, ForwardContext& ctx, int il, const
   }
 
   float* gate = ctx.buffer(kBufferGate, n_tokens * width);
-  kernels::cpu::matmul(lw.ssm_g_a, x, n_tokens, low_rank, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::matmul(lw.ssm_g_b, low_rank, n_tokens, gate, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul(lw.ssm_g_b, gate_rank, n_tokens, gate, ctx.matmul_scratch(), ctx.pool());
   kernels::cpu::gated_rms_norm(o, gate, lw.ssm_norm.f32(), o, n_tokens * n_head, head_dim, hp.rms_eps,
                                kernels::cpu::GateActivation::sigmoid);
   kernels::cpu::matmul(lw.attn_output, o, n_tokens, out, ctx.matmul_scratch(), ctx.pool());

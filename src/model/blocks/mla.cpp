@@ -81,9 +81,8 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   const int64_t v_width = hp.mla_value_length;
 
   float* q = ctx.buffer(kBufferQ, n_tokens * n_head * hp.mla_key_length);  // [n_tokens, n_head, nope | rope]
-  kernels::cpu::matmul(lw.attn_q, x, n_tokens, q, ctx.matmul_scratch(), ctx.pool());
   float* latent = ctx.buffer(kBufferK, n_tokens * row_width);  // [n_tokens, kv_lora | k_pe]
-  kernels::cpu::matmul(lw.attn_kv_a_mqa, x, n_tokens, latent, ctx.matmul_scratch(), ctx.pool());
+  kernels::cpu::matmul_shared_input({{&lw.attn_q, q}, {&lw.attn_kv_a_mqa, latent}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
   for (int64_t t = 0; t < n_tokens; ++t) {
     kernels::cpu::rms_norm(latent + t * row_width, lw.attn_kv_a_norm.f32(), latent + t * row_width, 1, kv_lora,
                            hp.rms_eps);

@@ -97,8 +97,9 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     if (slots.empty()) continue;
     const int64_t n_rows = static_cast<int64_t>(slots.size());
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x + (slots[r] / n_used) * n_embd, n_embd, gathered + r * n_embd);
-    kernels::cpu::matmul(tensor::matrix_slice(lw.ffn_gate_exps, e), gathered, n_rows, gate, ctx.matmul_scratch(), ctx.pool());
-    kernels::cpu::matmul(tensor::matrix_slice(lw.ffn_up_exps, e), gathered, n_rows, up, ctx.matmul_scratch(), ctx.pool());
+    const tensor::Tensor expert_gate = tensor::matrix_slice(lw.ffn_gate_exps, e);
+    const tensor::Tensor expert_up = tensor::matrix_slice(lw.ffn_up_exps, e);
+    kernels::cpu::matmul_shared_input({{&expert_gate, gate}, {&expert_up, up}}, gathered, n_rows, ctx.matmul_scratch(), ctx.pool());
     kernels::cpu::swiglu(gate, up, gate, n_rows * hp.n_ff_exp);
     kernels::cpu::matmul(tensor::matrix_slice(lw.ffn_down_exps, e), gate, n_rows, expert_out, ctx.matmul_scratch(), ctx.pool());
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(expert_out + r * n_embd, n_embd, routed + slots[r] * n_embd);
@@ -111,8 +112,8 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     float* shared_gate_up = ctx.buffer(kBufferGate, 2 * n_tokens * hp.n_ff_shexp);
     float* shared_gate = shared_gate_up;
     float* shared_up = shared_gate_up + n_tokens * hp.n_ff_shexp;
-    kernels::cpu::matmul(lw.ffn_gate_shexp, x, n_tokens, shared_gate, ctx.matmul_scratch(), ctx.pool());
-    kernels::cpu::matmul(lw.ffn_up_shexp, x, n_tokens, shared_up, ctx.matmul_scratch(), ctx.pool());
+    kernels::cpu::matmul_shared_input({{&lw.ffn_gate_shexp, shared_gate}, {&lw.ffn_up_shexp, shared_up}}, x, n_tokens,
+                                      ctx.matmul_scratch(), ctx.pool());
     kernels::cpu::swiglu(shared_gate, shared_up, shared_gate, n_tokens * hp.n_ff_shexp);
     kernels::cpu::matmul(lw.ffn_down_shexp, shared_gate, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
   }
