@@ -130,11 +130,47 @@ Status load_layer_pattern(const gguf::GgufFile& file, HParams& hp, LayerKind rec
   return Status::ok();
 }
 
+Status bind_embeddings_and_head(WeightBinder& binder, const HParams& hp, TensorKind final_norm, bool may_tie,
+                                Weights& w) {
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(final_norm), hp.n_embd));
+  if (may_tie && !binder.has(gguf::tensor_name(TensorKind::output))) {
+    w.output = w.token_embd;
+    return Status::ok();
+  }
+  REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, hp.n_embd}));
+  return Status::ok();
+}
+
+Status bind_attention_projections(WeightBinder& binder, const HParams& hp, int il, LayerWeights& lw) {
+  auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+  const int64_t q_width = hp.n_head * hp.head_dim;
+  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+  REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {hp.n_embd, q_width}));
+  return Status::ok();
+}
+
+Status bind_ffn_weights(WeightBinder& binder, const HParams& hp, int il, LayerWeights& lw) {
+  auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
+  REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {hp.n_embd, hp.n_ff}));
+  return Status::ok();
+}
+
+Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, ArchKey which, int64_t max) {
+  const std::string name = key(hp, which);
+  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(name));
+  if (value == 0 || value > static_cast<uint64_t>(max)) return Status::errorf("{} is {}, expected 1 .. {}", name, value, max);
+  return static_cast<int64_t>(value);
+}
+
 Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w) {
   if (hp.n_ff <= 0) return Status::errorf("{} is missing", key(hp, ArchKey::feed_forward_length));
   const int64_t n_embd = hp.n_embd;
-  const int64_t q_width = hp.n_head * hp.head_dim;
-  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
   REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
   if (tensor::dtype_traits(w.token_embd.dtype).to_float == nullptr) {
     return Status::errorf("tensor 'token_embd.weight' has type {}, which rewind cannot read",
@@ -154,10 +190,7 @@ Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTe
     LayerWeights& lw = w.layers[il];
     auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
     REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
-    REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));
-    REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, n_embd}));
-    REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, n_embd}));
-    REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
+    REWIND_RETURN_IF_ERROR(bind_attention_projections(binder, hp, il, lw));
     if (set.qk_norm) {
       REWIND_ASSIGN_OR_RETURN(lw.attn_q_norm, binder.vector(name(TensorKind::attn_q_norm), hp.head_dim));
       REWIND_ASSIGN_OR_RETURN(lw.attn_k_norm, binder.vector(name(TensorKind::attn_k_norm), hp.head_dim));
@@ -167,9 +200,7 @@ Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTe
       REWIND_ASSIGN_OR_RETURN(lw.ffn_post_norm, binder.vector(name(TensorKind::ffn_post_norm), n_embd));
     }
     REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
-    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
-    REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
-    REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+    REWIND_RETURN_IF_ERROR(bind_ffn_weights(binder, hp, il, lw));
   }
   return Status::ok();
 }

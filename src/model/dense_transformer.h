@@ -4,6 +4,8 @@
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
+#include "gguf/keys.h"
+#include "gguf/tensor_names.h"
 #include "model/hparams.h"
 #include "model/weight_binder.h"
 #include "model/weights.h"
@@ -27,6 +29,17 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp);
 // kimi-linear): 0 marks a `recurrent` layer, any other count an attention layer; the attention layers must
 // share one count, which becomes hp.n_head_kv.
 Status load_layer_pattern(const gguf::GgufFile& file, HParams& hp, LayerKind recurrent);
+
+// The pieces every architecture binds the same way. token_embd, the final norm (output_norm, or LFM2's
+// token_embd_norm) and output, tied to token_embd when the file has none and the architecture allows it.
+Status bind_embeddings_and_head(WeightBinder& binder, const HParams& hp, gguf::TensorKind final_norm, bool may_tie,
+                                Weights& w);
+// attn_q [n_head*head_dim], attn_k and attn_v [n_head_kv*head_dim], attn_output, over n_embd.
+Status bind_attention_projections(WeightBinder& binder, const HParams& hp, int il, LayerWeights& lw);
+// The SwiGLU FFN of n_ff: ffn_gate, ffn_up, ffn_down.
+Status bind_ffn_weights(WeightBinder& binder, const HParams& hp, int il, LayerWeights& lw);
+// A count key in 1 .. max (a missing key is an error naming it).
+Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, gguf::ArchKey which, int64_t max);
 
 // token_embd, output_norm, output (or tied to token_embd) and every layer's attention + FFN tensors.
 Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w);

@@ -19,12 +19,7 @@ namespace {
 using gguf::ArchKey;
 using gguf::TensorKind;
 
-Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, ArchKey which) {
-  const std::string key = gguf::arch_key(hp.arch, which);
-  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
-  if (value == 0 || value > 65536) return Status::errorf("{} is {}, expected 1 .. 65536", key, value);
-  return static_cast<int64_t>(value);
-}
+constexpr int64_t kMaxSsmSize = 65536;
 
 }  // namespace
 
@@ -46,11 +41,11 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Varian
   hp.n_nextn = n_nextn;
   hp.n_layer -= hp.n_nextn;
 
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_count(file, hp, ArchKey::ssm_conv_kernel));
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_head_dim, read_count(file, hp, ArchKey::ssm_state_size));
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_k, read_count(file, hp, ArchKey::ssm_group_count));
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_v, read_count(file, hp, ArchKey::ssm_time_step_rank));
-  REWIND_ASSIGN_OR_RETURN(int64_t d_inner, read_count(file, hp, ArchKey::ssm_inner_size));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_count(file, hp, ArchKey::ssm_conv_kernel, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_head_dim, read_count(file, hp, ArchKey::ssm_state_size, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_k, read_count(file, hp, ArchKey::ssm_group_count, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_v, read_count(file, hp, ArchKey::ssm_time_step_rank, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(int64_t d_inner, read_count(file, hp, ArchKey::ssm_inner_size, kMaxSsmSize));
   if (hp.ssm_n_head_v % hp.ssm_n_head_k != 0) {
     return Status::errorf("{} = {} is not a multiple of {} = {}", gguf::arch_key(hp.arch, ArchKey::ssm_time_step_rank),
                           hp.ssm_n_head_v, gguf::arch_key(hp.arch, ArchKey::ssm_group_count), hp.ssm_n_head_k);
@@ -79,13 +74,7 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Varian
 Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, Qwen35Variant variant) {
   const bool moe = variant != Qwen35Variant::qwen35;
   const int64_t n_embd = hp.n_embd;
-  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
-  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
-  if (binder.has(gguf::tensor_name(TensorKind::output))) {
-    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
-  } else {
-    w.output = w.token_embd;
-  }
+  REWIND_RETURN_IF_ERROR(bind_embeddings_and_head(binder, hp, TensorKind::output_norm, true, w));
   const int64_t q_width = hp.n_head * hp.head_dim;
   const int64_t kv_width = hp.n_head_kv * hp.head_dim;
   const int64_t qk_width = hp.ssm_n_head_k * hp.ssm_head_dim;
@@ -129,9 +118,7 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
     if (moe) {
       REWIND_RETURN_IF_ERROR(blocks::bind_moe_weights(binder, hp, il, lw, blocks::kQwen35MoeTensors));
     } else {
-      REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+      REWIND_RETURN_IF_ERROR(bind_ffn_weights(binder, hp, il, lw));
     }
   }
   w.nextn.resize(static_cast<size_t>(hp.n_nextn));

@@ -18,8 +18,8 @@
 
 #include "base/thread_pool.h"
 #include "gguf/gguf_writer.h"
-#include "model/forward_context.h"
 #include "model/model.h"
+#include "models/reference_logits.h"
 
 namespace rwd {
 namespace {
@@ -343,40 +343,7 @@ TEST_P(Mamba2Reference, PrefillAndDecodeMatchFloat64Math) {
     }
     // Logits are ~1-5; rewind's float32 forward lands within 1.4e-6 of the row's largest logit here. 1e-4 of it
     // is 70 times that, and a wrong group, tap, bias, D, gate, norm slice or scale misses it by far.
-    auto check = [&](const float* row, int position, const char* mode) {
-      double max_error = 0, max_abs = 0;
-      for (int64_t v = 0; v < kVocab; ++v) {
-        max_error = std::max(max_error, std::abs(row[v] - expected[position][v]));
-        max_abs = std::max(max_abs, std::abs(expected[position][v]));
-      }
-      EXPECT_LT(max_error, 1e-4 * std::max(1.0, max_abs))
-          << c.name << " " << mode << " prompt " << n_prompt << " position " << position;
-    };
-    std::vector<float> logits;
-    model::Batch batch;
-    {  // The prompt in one forward, then three tokens one at a time.
-      model::ForwardContext ctx(**model, pool, 256);
-      state::ModelState state((*model)->kv_specs(), (*model)->recurrent_specs(), 1, 256);
-      for (int i = 0; i < n_prompt; ++i) batch.add(tokens[i], i, 0, true);
-      ASSERT_TRUE(ctx.forward(batch, state, logits).is_ok());
-      for (int i = 0; i < n_prompt; ++i) check(logits.data() + i * kVocab, i, "prefill");
-      for (int i = n_prompt; i < n_prompt + 3; ++i) {
-        batch.clear();
-        batch.add(tokens[i], i, 0, true);
-        ASSERT_TRUE(ctx.forward(batch, state, logits).is_ok());
-        check(logits.data(), i, "decode after prefill");
-      }
-    }
-    {  // Every token one at a time from an empty state.
-      model::ForwardContext ctx(**model, pool, 256);
-      state::ModelState state((*model)->kv_specs(), (*model)->recurrent_specs(), 1, 256);
-      for (int i = 0; i < n_prompt + 3; ++i) {
-        batch.clear();
-        batch.add(tokens[i], i, 0, true);
-        ASSERT_TRUE(ctx.forward(batch, state, logits).is_ok());
-        check(logits.data(), i, "token by token");
-      }
-    }
+    test::expect_logits_match_reference(**model, pool, tokens, n_prompt, expected, 1e-4, c.name);
   }
   std::filesystem::remove(path);
 }

@@ -158,38 +158,11 @@ void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, con
   });
 }
 
-void matmul_pairs(const tensor::Tensor& weight, VecDotTileFn tile, const ActivationFormat& format, const float* x,
-                  int64_t n_rows, float* y, MatmulScratch& scratch, ThreadPool& pool) {
-  const int64_t n_in = weight.n_cols();
-  const int64_t n_out = weight.n_rows();
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  if (format.quantize != nullptr) {
-    const size_t needed = format.row_bytes * static_cast<size_t>(n_rows);
-    if (scratch.activations.size() < needed) scratch.activations.resize(needed);
-    quantize_all_rows(format, x, n_in, n_rows, scratch.activations.data(), pool);
-    act = scratch.activations.data();
-  }
-  const size_t act_row_bytes = format.row_bytes;
-  const int64_t max_group_rows =
-      std::clamp<int64_t>(static_cast<int64_t>(kActivationGroupBytes / act_row_bytes), 1, kMaxActivationGroup);
-  // Groups of equal size (9 rows as 5 + 4, not 8 + 1): the tiles share each weight load among a group's rows,
-  // and a group of one row shares nothing.
-  const int64_t n_groups = (n_rows + max_group_rows - 1) / max_group_rows;
-  const int64_t group_rows = (n_rows + n_groups - 1) / n_groups;
-  const size_t weight_row_bytes = weight.bytes_per_row();
-  for_each_weight_chunk(n_out, chunk_rows_for(weight, pool.n_threads()), pool, [&](int64_t begin, int64_t end) {
-    for (int64_t r = 0; r < n_rows; r += group_rows) {
-      const int64_t n_group = std::min(group_rows, n_rows - r);
-      tile(n_in, weight.row(begin), weight_row_bytes, end - begin, act + static_cast<size_t>(r) * act_row_bytes,
-           act_row_bytes, n_group, y + r * n_out + begin, n_out);
-    }
-  });
-}
-
-// The pair path of several weights that share x and its activation format: one quantization, then every
-// weight's chunks from one counter in one pool round. Each output element is computed by the same tile call as
-// in matmul_pairs (same groups of activation rows, same chunks), so the results are the same bits.
-void matmul_pairs_shared(std::initializer_list<MatmulOutput> outputs, const ActivationFormat& format, const float* x,
+// The pair path for rows too few for panels, of one weight or of several that share x and its activation
+// format: one quantization, then every weight's chunks of rows from one counter in one pool round. Activation
+// rows go in groups of equal size (9 rows as 5 + 4, not 8 + 1): the tiles share each weight load among a
+// group's rows, and a group of one row shares nothing. An output's bits depend only on its group.
+void matmul_pairs(std::initializer_list<MatmulOutput> outputs, const ActivationFormat& format, const float* x,
                          int64_t n_rows, MatmulScratch& scratch, ThreadPool& pool) {
   const int64_t n_in = outputs.begin()->weight->n_cols();
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
@@ -268,7 +241,7 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
   }
   const ActivationFormat format =
       activation_format(tensor::dtype_traits(first.dtype).vec_dot_type, first.n_cols());
-  matmul_pairs_shared(outputs, format, x, n_rows, scratch, pool);
+  matmul_pairs(outputs, format, x, n_rows, scratch, pool);
 }
 
 void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
@@ -282,7 +255,7 @@ void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float*
   if (kernel.panel.dot != nullptr && n_rows >= kernel.panel.min_rows) {
     matmul_panels(weight, kernel, format, x, n_rows, y, scratch, pool);
   } else {
-    matmul_pairs(weight, kernel.tile, format, x, n_rows, y, scratch, pool);
+    matmul_pairs({{&weight, y}}, format, x, n_rows, scratch, pool);
   }
 }
 

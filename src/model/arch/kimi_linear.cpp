@@ -22,13 +22,6 @@ namespace {
 using gguf::ArchKey;
 using gguf::TensorKind;
 
-Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, ArchKey which, int64_t max) {
-  const std::string key = gguf::arch_key(hp.arch, which);
-  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
-  if (value == 0 || static_cast<int64_t>(value) > max) return Status::errorf("{} is {}, expected 1 .. {}", key, value, max);
-  return static_cast<int64_t>(value);
-}
-
 Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   // Not load_dense_hparams: the attention key/value lengths are the MLA cache row's, not a head size.
   REWIND_RETURN_IF_ERROR(load_trunk_hparams(file, hp));
@@ -55,9 +48,7 @@ Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
 
 Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
   const int64_t n_embd = hp.n_embd;
-  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
-  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), n_embd));
-  REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
+  REWIND_RETURN_IF_ERROR(bind_embeddings_and_head(binder, hp, TensorKind::output_norm, false, w));
   w.layers.resize(static_cast<size_t>(hp.n_layer));
   for (int il = 0; il < hp.n_layer; ++il) {
     LayerWeights& lw = w.layers[il];
@@ -70,9 +61,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
     }
     REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
     if (il < hp.n_layer_dense_lead) {
-      REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+      REWIND_RETURN_IF_ERROR(bind_ffn_weights(binder, hp, il, lw));
     } else {
       // llama.cpp's kimi graph adds the shared expert ungated and always uses the selection bias.
       constexpr blocks::MoeTensorRules kKimiTensors{blocks::TensorPresence::optional, blocks::TensorPresence::unused,

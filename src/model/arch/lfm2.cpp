@@ -38,15 +38,7 @@ Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
 Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
   if (hp.n_ff <= 0) return Status::errorf("{} is missing", gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
   const int64_t n_embd = hp.n_embd;
-  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
-  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::token_embd_norm), n_embd));
-  if (binder.has(gguf::tensor_name(TensorKind::output))) {
-    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, n_embd}));
-  } else {
-    w.output = w.token_embd;
-  }
-  const int64_t q_width = hp.n_head * hp.head_dim;
-  const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+  REWIND_RETURN_IF_ERROR(bind_embeddings_and_head(binder, hp, TensorKind::token_embd_norm, true, w));
   w.layers.resize(static_cast<size_t>(hp.n_layer));
   for (int il = 0; il < hp.n_layer; ++il) {
     LayerWeights& lw = w.layers[il];
@@ -58,17 +50,12 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
       REWIND_ASSIGN_OR_RETURN(lw.shortconv_in_proj, binder.matrix(name(TensorKind::shortconv_in_proj), {3 * n_embd, n_embd}));
       REWIND_ASSIGN_OR_RETURN(lw.shortconv_out_proj, binder.matrix(name(TensorKind::shortconv_out_proj), {n_embd, n_embd}));
     } else {
-      REWIND_ASSIGN_OR_RETURN(lw.attn_q, binder.matrix(name(TensorKind::attn_q), {q_width, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.attn_k, binder.matrix(name(TensorKind::attn_k), {kv_width, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.attn_v, binder.matrix(name(TensorKind::attn_v), {kv_width, n_embd}));
-      REWIND_ASSIGN_OR_RETURN(lw.attn_output, binder.matrix(name(TensorKind::attn_output), {n_embd, q_width}));
+      REWIND_RETURN_IF_ERROR(bind_attention_projections(binder, hp, il, lw));
       REWIND_ASSIGN_OR_RETURN(lw.attn_q_norm, binder.vector(name(TensorKind::attn_q_norm), hp.head_dim));
       REWIND_ASSIGN_OR_RETURN(lw.attn_k_norm, binder.vector(name(TensorKind::attn_k_norm), hp.head_dim));
     }
     REWIND_ASSIGN_OR_RETURN(lw.ffn_norm, binder.vector(name(TensorKind::ffn_norm), n_embd));
-    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate, binder.matrix(name(TensorKind::ffn_gate), {hp.n_ff, n_embd}));
-    REWIND_ASSIGN_OR_RETURN(lw.ffn_up, binder.matrix(name(TensorKind::ffn_up), {hp.n_ff, n_embd}));
-    REWIND_ASSIGN_OR_RETURN(lw.ffn_down, binder.matrix(name(TensorKind::ffn_down), {n_embd, hp.n_ff}));
+    REWIND_RETURN_IF_ERROR(bind_ffn_weights(binder, hp, il, lw));
   }
   return Status::ok();
 }

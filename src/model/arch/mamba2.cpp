@@ -28,13 +28,7 @@ Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
 }
 
 Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
-  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, hp.n_embd}));
-  REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(TensorKind::output_norm), hp.n_embd));
-  if (binder.has(gguf::tensor_name(TensorKind::output))) {
-    REWIND_ASSIGN_OR_RETURN(w.output, binder.matrix(gguf::tensor_name(TensorKind::output), {hp.n_vocab, hp.n_embd}));
-  } else {
-    w.output = w.token_embd;
-  }
+  REWIND_RETURN_IF_ERROR(bind_embeddings_and_head(binder, hp, TensorKind::output_norm, true, w));
   w.layers.resize(static_cast<size_t>(hp.n_layer));
   for (int il = 0; il < hp.n_layer; ++il) {
     LayerWeights& lw = w.layers[il];

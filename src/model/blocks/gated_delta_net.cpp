@@ -9,17 +9,11 @@
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/l2_norm.h"
 #include "kernels/cpu/matmul.h"
+#include "model/blocks/activations.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/recurrent_io.h"
 
 namespace rwd::model::blocks {
-namespace {
-
-// As llama.cpp computes it, so decays agree with GGUF files tuned against it.
-float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-}  // namespace
 
 void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
   const HParams& hp = model.hparams();

@@ -9,6 +9,7 @@
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/l2_norm.h"
 #include "kernels/cpu/matmul.h"
+#include "model/blocks/activations.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/recurrent_io.h"
 
@@ -17,10 +18,6 @@ namespace {
 
 using gguf::TensorKind;
 using gguf::TensorSuffix;
-
-// As llama.cpp computes them, so decays agree with GGUF files tuned against it.
-float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 }  // namespace
 

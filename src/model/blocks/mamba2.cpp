@@ -9,8 +9,10 @@
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rms_norm.h"
+#include "model/blocks/activations.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/recurrent_io.h"
+#include "model/dense_transformer.h"
 
 namespace rwd::model::blocks {
 namespace {
@@ -19,25 +21,17 @@ using gguf::ArchKey;
 using gguf::TensorKind;
 using gguf::TensorSuffix;
 
-// As llama.cpp computes it, so dt agrees with GGUF files tuned against it.
-float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
-
-Result<int64_t> read_size(const gguf::GgufFile& file, const HParams& hp, ArchKey which) {
-  const std::string key = gguf::arch_key(hp.arch, which);
-  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
-  if (value == 0 || value > (1u << 20)) return Status::errorf("{} is {}, expected 1 .. 1048576", key, value);
-  return static_cast<int64_t>(value);
-}
+constexpr int64_t kMaxSsmSize = 1 << 20;
 
 }  // namespace
 
 Status load_mamba2_hparams(const gguf::GgufFile& file, HParams& hp) {
   auto key = [&hp](ArchKey which) { return gguf::arch_key(hp.arch, which); };
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_size(file, hp, ArchKey::ssm_conv_kernel));
-  REWIND_ASSIGN_OR_RETURN(int64_t d_inner, read_size(file, hp, ArchKey::ssm_inner_size));
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_state, read_size(file, hp, ArchKey::ssm_state_size));
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_v, read_size(file, hp, ArchKey::ssm_time_step_rank));
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_k, read_size(file, hp, ArchKey::ssm_group_count));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_count(file, hp, ArchKey::ssm_conv_kernel, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(int64_t d_inner, read_count(file, hp, ArchKey::ssm_inner_size, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_d_state, read_count(file, hp, ArchKey::ssm_state_size, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_v, read_count(file, hp, ArchKey::ssm_time_step_rank, kMaxSsmSize));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_n_head_k, read_count(file, hp, ArchKey::ssm_group_count, kMaxSsmSize));
   if (hp.ssm_d_conv < 2 || hp.ssm_d_conv > 16) {
     return Status::errorf("{} is {}, expected 2 .. 16", key(ArchKey::ssm_conv_kernel), hp.ssm_d_conv);
   }

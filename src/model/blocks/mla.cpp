@@ -9,6 +9,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rms_norm.h"
 #include "model/blocks/buffers.h"
+#include "model/dense_transformer.h"
 
 namespace rwd::model::blocks {
 namespace {
@@ -16,21 +17,16 @@ namespace {
 using gguf::ArchKey;
 using gguf::TensorKind;
 
-Result<int64_t> read_size(const gguf::GgufFile& file, const HParams& hp, ArchKey which) {
-  const std::string key = gguf::arch_key(hp.arch, which);
-  REWIND_ASSIGN_OR_RETURN(uint64_t value, file.get_u64(key));
-  if (value == 0 || value > 4096) return Status::errorf("{} is {}, expected 1 .. 4096", key, value);
-  return static_cast<int64_t>(value);
-}
+constexpr int64_t kMaxMlaSize = 4096;
 
 }  // namespace
 
 Status load_mla_hparams(const gguf::GgufFile& file, HParams& hp) {
   auto key = [&hp](ArchKey which) { return gguf::arch_key(hp.arch, which); };
-  REWIND_ASSIGN_OR_RETURN(hp.mla_key_length, read_size(file, hp, ArchKey::attention_key_length_mla));
-  REWIND_ASSIGN_OR_RETURN(hp.mla_value_length, read_size(file, hp, ArchKey::attention_value_length_mla));
-  REWIND_ASSIGN_OR_RETURN(hp.mla_kv_lora_rank, read_size(file, hp, ArchKey::attention_kv_lora_rank));
-  REWIND_ASSIGN_OR_RETURN(hp.n_rot, read_size(file, hp, ArchKey::rope_dimension_count));
+  REWIND_ASSIGN_OR_RETURN(hp.mla_key_length, read_count(file, hp, ArchKey::attention_key_length_mla, kMaxMlaSize));
+  REWIND_ASSIGN_OR_RETURN(hp.mla_value_length, read_count(file, hp, ArchKey::attention_value_length_mla, kMaxMlaSize));
+  REWIND_ASSIGN_OR_RETURN(hp.mla_kv_lora_rank, read_count(file, hp, ArchKey::attention_kv_lora_rank, kMaxMlaSize));
+  REWIND_ASSIGN_OR_RETURN(hp.n_rot, read_count(file, hp, ArchKey::rope_dimension_count, kMaxMlaSize));
   if (file.has(key(ArchKey::attention_q_lora_rank))) {
     return Status::errorf("{} is set: MLA with a compressed q (attn_q_a / attn_q_b) is not supported; kimi-linear "
                           "has none", key(ArchKey::attention_q_lora_rank));
