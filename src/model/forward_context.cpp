@@ -65,6 +65,7 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
     const int32_t slot = batch.slots[i];
     int64_t end = i;
     while (end < n && batch.slots[end] == slot) ++end;
+    REWIND_RETURN_IF_ERROR(state.check_state_kept(slot));
     if (state.in_transaction(slot)) {
       const int32_t first = state.txn_first_position(slot);
       const int64_t n_txn_before = state.txn_tokens(slot);

@@ -16,6 +16,7 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
                           options.path, n_vocab, target_n_vocab);
   }
   state::StateOptions state_options{options.n_slots, options.n_ctx, options.policy, options.max_draft, 0};
+  state_options.txn_working_copy = true;  // a draft round is max_draft one-token forwards of one transaction
   if (proposer->model_->recurrent_specs().size() > 0 && options.policy == state::RollbackPolicy::none) {
     return Status::errorf("{}: the draft model has recurrent layers; rollback policy 'none' cannot roll them back",
                           options.path);

@@ -92,6 +92,20 @@ Transaction::~Transaction() {
   if (state_ != nullptr && state_->slots_[slot_].txn_open) state_->roll_back(slot_);
 }
 
+namespace {
+
+// The snapshot policy's planes per slot: one per token a transaction may run, the current state among them
+// (llama.cpp's 1 + n_rs_seq for n_rs_seq draft positions); one plane for every other policy.
+// (llama.cpp's 1 + n_rs_seq for n_rs_seq draft positions); replay with a working copy keeps it as plane 1.
+int planes_for(const StateOptions& options) {
+  if (options.max_txn_tokens == 0) return 1;
+  if (options.policy == RollbackPolicy::snapshot) return static_cast<int>(options.max_txn_tokens);
+  if (options.policy == RollbackPolicy::replay && options.txn_working_copy) return 2;
+  return 1;
+}
+
+}  // namespace
+
 int64_t Transaction::n_tokens() const { return state_ != nullptr ? state_->slots_[slot_].txn_tokens : 0; }
 
 Result<CommitResult> Transaction::commit(int64_t n_keep) {
@@ -113,7 +127,7 @@ ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<Recurrent
                        const StateOptions& options)
     : options_(options),
       kv_(std::move(kv_layers), options.n_slots, options.n_ctx),
-      recurrent_(std::move(recurrent_layers), options.n_slots),
+      recurrent_(std::move(recurrent_layers), options.n_slots, planes_for(options)),
       slots_(static_cast<size_t>(options.n_slots)),
       ring_state_(static_cast<size_t>(options.n_slots)),
       counters_(static_cast<size_t>(options.n_slots)) {
@@ -140,8 +154,6 @@ ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<Recurrent
       conv_scratch_.assign(static_cast<size_t>(max_conv), 0.0f);
       break;
     case RollbackPolicy::snapshot:
-      copies_.assign(n_slots,
-                     std::vector<float>(static_cast<size_t>(recurrent_.slot_floats() * options.max_txn_tokens), 0.0f));
       if (depth > 0) record_capacity_ = options.max_txn_tokens;
       break;
     case RollbackPolicy::checkpoint:
@@ -160,6 +172,7 @@ void ModelState::reset_slot(int slot) {
   REWIND_CHECK(slot >= 0 && slot < n_slots(), "slot {} out of range", slot);
   REWIND_CHECK(!slots_[slot].txn_open, "slot {}: reset while a transaction is open", slot);
   slots_[slot].pending_records = 0;
+  slots_[slot].state_lost = false;
   recurrent_.reset(slot);
   if (!lagging_.empty()) std::fill(lagging_[slot].begin(), lagging_[slot].end(), 0.0f);
   ring_state_[slot] = SlotRing{};
@@ -175,6 +188,7 @@ Status ModelState::rewind(int slot, int64_t n_tokens) {
   if (slots_[slot].txn_open) {
     return Status::errorf("slot {}: cannot roll back committed tokens while a transaction is open", slot);
   }
+  REWIND_RETURN_IF_ERROR(check_state_kept(slot));
   SlotRing& ring = ring_state_[slot];
   if (n_tokens > ring.count) {
     return Status::errorf(
@@ -219,7 +233,9 @@ Result<Transaction> ModelState::begin(int slot, int32_t first_position) {
   }
   SlotTxn& txn = slots_[slot];
   if (txn.txn_open) return Status::errorf("slot {} already has an open transaction", slot);
+  REWIND_RETURN_IF_ERROR(check_state_kept(slot));
   txn.txn_open = true;
+  txn.txn_first_plane = recurrent_.current_plane(slot);
   txn.txn_first_position = first_position;
   txn.txn_tokens = 0;
   return Transaction(this, slot, first_position);
@@ -246,11 +262,20 @@ SpanState ModelState::span_state(int slot, bool in_txn, bool first_run_of_slot) 
   }
   span.n_ahead = txn.txn_tokens;
   span.txn_index = txn.txn_tokens;
-  if (options_.policy == RollbackPolicy::replay) span.mode = SpanState::Mode::replay;
+  if (options_.policy == RollbackPolicy::replay) {
+    span.mode = options_.txn_working_copy ? SpanState::Mode::working_copy : SpanState::Mode::replay;
+    span.copy_first = options_.txn_working_copy && txn.txn_tokens == 0;
+  }
   if (options_.policy == RollbackPolicy::snapshot) span.mode = SpanState::Mode::snapshot;
   span.backup_first = options_.policy == RollbackPolicy::checkpoint && txn.txn_tokens == 0;
   if (options_.policy == RollbackPolicy::replay || rewinding) span.records = SpanState::Records::log;
   return span;
+}
+
+float* ModelState::working_copy(int slot) {
+  REWIND_CHECK(options_.policy == RollbackPolicy::replay && recurrent_.n_planes() == 2, "slot {} has no working copy",
+               slot);
+  return recurrent_.plane_data(slot, 1);
 }
 
 float* ModelState::backup(int slot) {
@@ -357,7 +382,19 @@ void ModelState::advance_ring(int slot, int64_t n_pushed) {
 float* ModelState::snapshot(int slot, int64_t i) {
   REWIND_CHECK(options_.policy == RollbackPolicy::snapshot && i >= 0 && i < options_.max_txn_tokens,
                "snapshot {} of slot {} does not exist", i, slot);
-  return copies_[slot].data() + i * recurrent_.slot_floats();
+  return recurrent_.plane_data(slot, snapshot_plane(slot, i));
+}
+
+int ModelState::snapshot_plane(int slot, int64_t i) const {
+  return static_cast<int>((slots_[slot].txn_first_plane + 1 + i) % recurrent_.n_planes());
+}
+
+Status ModelState::check_state_kept(int slot) const {
+  if (!slots_[slot].state_lost) return Status::ok();
+  return Status::errorf(
+      "slot {}: its recurrent state was lost when a snapshot transaction that ran all {} of its tokens was rolled "
+      "back entirely (the snapshot policy keeps one plane per token, as llama.cpp does); reset the slot",
+      slot, options_.max_txn_tokens);
 }
 
 void ModelState::finish_forward(int slot, int64_t n_plain, int64_t n_txn) {
@@ -403,9 +440,15 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
         txn.pending_records += n_keep;
         break;
       case RollbackPolicy::snapshot:
+        // The kept token's plane becomes the current one: nothing moves. The transaction's first plane holds
+        // the state before it until its last possible token overwrites it.
         if (n_keep > 0) {
-          std::copy_n(snapshot(slot, n_keep - 1), recurrent_.slot_floats(), recurrent_.slot_data(slot));
-          count_written(slot, slot_bytes, true);
+          recurrent_.set_current_plane(slot, snapshot_plane(slot, n_keep - 1));
+        } else if (txn.txn_tokens == recurrent_.n_planes()) {
+          return Status::errorf(
+              "slot {}: the snapshot policy cannot roll back all {} tokens of a transaction that ran as many as it "
+              "has planes (as llama.cpp, whose rollback depth is the draft length); keep at least one",
+              slot, txn.txn_tokens);
         }
         break;
       case RollbackPolicy::checkpoint:
@@ -432,6 +475,16 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
 }
 
 void ModelState::roll_back(int slot) {
+  SlotTxn& txn = slots_[slot];
+  if (options_.policy == RollbackPolicy::snapshot && has_recurrent_layers() &&
+      txn.txn_tokens == recurrent_.n_planes()) {
+    // The plane of the state before the transaction was overwritten: nothing to go back to.
+    txn.txn_open = false;
+    txn.txn_tokens = 0;
+    txn.state_lost = true;
+    ++counters_[slot].rollbacks;
+    return;
+  }
   auto result = commit(slot, 0);
   REWIND_CHECK(result.is_ok(), "rolling back slot {}: {}", slot, result.status().message());
 }
@@ -466,11 +519,10 @@ StateBytes ModelState::bytes(int n_threads) const {
   bytes.rewind = log_for_rewind ? log_bytes : 0;
   for (const auto& lagging : lagging_) bytes.rewind += lagging.size() * sizeof(float);
   for (const auto& ring : rings_) bytes.rewind += ring.size() * sizeof(float);
-  for (const auto& copy : copies_) {
-    const size_t copy_bytes = copy.size() * sizeof(float);
-    if (options_.policy == RollbackPolicy::snapshot) bytes.snapshots += copy_bytes;
-    if (options_.policy == RollbackPolicy::checkpoint) bytes.checkpoint_copies += copy_bytes;
-  }
+  for (const auto& copy : copies_) bytes.checkpoint_copies += copy.size() * sizeof(float);
+  const size_t extra_planes = static_cast<size_t>(recurrent_.n_planes() - 1) *
+                              static_cast<size_t>(recurrent_.slot_floats()) * sizeof(float) * n;
+  if (options_.policy == RollbackPolicy::snapshot) bytes.snapshots = extra_planes;
   if (!conv_scratch_.empty()) {
     int64_t max_head = 0;
     for (int il = 0; il < recurrent_.n_layers(); ++il) {
@@ -479,6 +531,7 @@ StateBytes ModelState::bytes(int n_threads) const {
     }
     bytes.scratch = (conv_scratch_.size() + static_cast<size_t>(max_head) * std::max(n_threads, 1)) * sizeof(float);
   }
+  if (options_.policy == RollbackPolicy::replay) bytes.scratch += extra_planes;  // the working copies
   return bytes;
 }
 

@@ -33,6 +33,10 @@ struct StateOptions {
   RollbackPolicy policy = RollbackPolicy::replay;
   int64_t max_txn_tokens = 0;  // most tokens one transaction may run (1 + draft length); 0: no transactions
   int64_t rewind_depth = 0;    // committed tokens per slot that rewind() can take back; 0: none, no memory
+  // Replay only, for transactions of several forwards (a draft model's): they run on a working copy of the
+  // state (one more per slot), so each forward starts where the last ended instead of re-applying the
+  // transaction's earlier records (a draft of k one-token forwards: k passes, not k²/2 record applications).
+  bool txn_working_copy = false;
 };
 
 // Bytes of state held for all slots, by kind (the `state` object of the run report).
@@ -67,6 +71,7 @@ struct SpanState {
     in_place,  // the checkpoint is updated in place (plain decoding, or the checkpoint policy's transaction)
     replay,    // the checkpoint is read, the tokens run on a copy and leave records
     snapshot,  // each token's state is written to its own snapshot
+    working_copy,  // the tokens run in place on the slot's working copy and leave records (txn_working_copy)
   };
   Mode mode = Mode::in_place;
   // Both at the start of the log: the first forward after a commit folds its records before writing new ones
@@ -77,6 +82,8 @@ struct SpanState {
   // Checkpoint policy, the transaction's first run: copy each layer's state to the backup just before the
   // layer runs it, so plain tokens ahead of it in the same forward (a re-run) are part of the backup.
   bool backup_first = false;
+  // Working copy, the transaction's first run: the checkpoint (after the fold) is copied into it first.
+  bool copy_first = false;
   // Where the run's per-token records go. A transaction's tokens write them to the log at n_ahead
   // (always with replay; with the other policies only for the rewind ring, which commit fills from the log).
   // Plain tokens are committed as they run: with a rewind depth their records go straight to the ring.
@@ -196,10 +203,15 @@ class ModelState {
   void push_conv_records(int rl, int slot, const float* conv_in, int64_t n);
   void push_delta_records(int rl, int slot, const float* k, const float* u, const float* decay, int64_t n,
                           ThreadPool* pool);
-  // Snapshot i of a slot's open transaction: the state after its token i (RecurrentCache slot layout).
+  // Snapshot i of a slot's open transaction: the state after its token i (RecurrentCache slot layout), a plane
+  // of the recurrent cache; the last possible one is the plane the transaction started from.
   float* snapshot(int slot, int64_t i);
+  // Refuses a slot whose state a rolled-back snapshot transaction lost (until reset_slot).
+  Status check_state_kept(int slot) const;
   // The checkpoint policy's backup of a slot (RecurrentCache slot layout).
   float* backup(int slot);
+  // The replay policy's working copy of a slot for multi-forward transactions (RecurrentCache slot layout).
+  float* working_copy(int slot);
   // A conv window's worth of scratch for the replay mode's copy (any layer).
   float* conv_scratch() { return conv_scratch_.data(); }
   // After a forward: the slot ran n_plain tokens in place (committed: they enter the rewind ring) and then
@@ -216,7 +228,8 @@ class ModelState {
     int32_t txn_first_position = 0;
     int64_t txn_tokens = 0;       // run so far in the open transaction
     int64_t pending_records = 0;  // records of a replay commit not yet applied to the checkpoint
-    bool folded_this_forward = false;
+    int txn_first_plane = 0;      // snapshot policy: the current plane when the transaction began
+    bool state_lost = false;
   };
 
   // A slot's rewind ring: entry i (0 the oldest) of each layer's arrays sits at (head + i) % rewind_depth.
@@ -226,7 +239,10 @@ class ModelState {
   };
 
   Result<CommitResult> commit(int slot, int64_t n_keep);
+  // Rolls the open transaction back; a snapshot transaction that ran one token per plane cannot be, and
+  // leaves the slot's state lost instead.
   void roll_back(int slot);
+  int snapshot_plane(int slot, int64_t i) const;
   LayerRecords layer_records(float* block, int rl, int64_t capacity);
   // Moves every layer's n records at log index `from` to the ring, then the ring's counters.
   void push_log_to_ring(int slot, int64_t n);
@@ -247,7 +263,7 @@ class ModelState {
   std::vector<std::vector<float>> lagging_;
   std::vector<std::vector<float>> rings_;
   std::vector<SlotRing> ring_state_;
-  // Snapshot: per slot, max_txn_tokens full copies. Checkpoint: per slot, one backup copy.
+  // Checkpoint: per slot, one backup copy. (The snapshot policy's copies are planes of recurrent_.)
   std::vector<std::vector<float>> copies_;
   std::vector<float> conv_scratch_;
   std::vector<RollbackCounters> counters_;  // per slot

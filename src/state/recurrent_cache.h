@@ -1,6 +1,8 @@
 // RecurrentCache: per slot and per recurrent layer, the convolution window and the recurrent state, float32,
 // allocated from the layers' declared specs. This is the checkpoint of DESIGN §5; the record log and the
-// rollback policies build on it. It never reads or writes another slot's rows.
+// rollback policies build on it. It never reads or writes another slot's rows. A slot may own several planes
+// (full copies of its block): the snapshot policy writes each draft token's state to a plane of its own and
+// keeps one by making it the current plane, as llama.cpp does; every accessor here reads the current plane.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +48,7 @@ struct RecurrentSpec {
 
 class RecurrentCache {
  public:
-  RecurrentCache(std::vector<RecurrentSpec> layers, int n_slots);
+  RecurrentCache(std::vector<RecurrentSpec> layers, int n_slots, int n_planes = 1);
 
   int n_layers() const { return static_cast<int>(layers_.size()); }
   int n_slots() const { return n_slots_; }
@@ -55,10 +57,16 @@ class RecurrentCache {
   float* conv_window(int il, int slot);  // [conv_rows, conv_channels]
   float* ssm_state(int il, int slot);    // [n_head, head_v_dim, head_k_dim]
 
-  // Zeroes one slot's windows and states: the state before a sequence's first token.
+  // Zeroes one slot's windows and states (its current plane): the state before a sequence's first token.
   void reset(int slot);
   // All of one slot's windows and states as one block (for full copies: snapshots, backups).
   float* slot_data(int slot);
+
+  int n_planes() const { return n_planes_; }
+  // Plane p of a slot, in slot_data's layout; which one is current changes nothing in it.
+  float* plane_data(int slot, int plane);
+  int current_plane(int slot) const { return current_plane_[slot]; }
+  void set_current_plane(int slot, int plane);
   // Where layer il's window and state sit inside a slot's block (floats), for copies in the same layout.
   int64_t conv_offset(int il) const { return conv_offset_[il]; }
   int64_t ssm_offset(int il) const { return ssm_offset_[il]; }
@@ -70,10 +78,12 @@ class RecurrentCache {
  private:
   std::vector<RecurrentSpec> layers_;
   int n_slots_;
+  int n_planes_;
+  std::vector<int> current_plane_;   // per slot
   std::vector<int64_t> conv_offset_;  // per layer, floats into a slot's block
   std::vector<int64_t> ssm_offset_;
   int64_t slot_floats_ = 0;
-  std::vector<float> data_;           // [n_slots, slot_floats_]
+  std::vector<float> data_;           // [n_slots, n_planes, slot_floats_]
 };
 
 }  // namespace rwd::state

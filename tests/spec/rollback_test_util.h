@@ -66,8 +66,8 @@ void for_each_slot_region(state::ModelState& state, int slot, Fn&& fn) {
     if (state.record_capacity() > 0) records(state.records(rl, slot), rec.spec(rl), state.record_capacity());
     if (state.rewind_depth() > 0) records(state.ring_records(rl, slot), rec.spec(rl), state.rewind_depth());
   }
-  if (state.policy() == state::RollbackPolicy::snapshot && state.max_txn_tokens() > 0) {
-    for (int64_t i = 0; i < state.max_txn_tokens(); ++i) fn(state.snapshot(slot, i), rec.slot_floats());
+  for (int plane = 0; plane < rec.n_planes(); ++plane) {  // the snapshot policy's planes
+    if (plane != rec.current_plane(slot)) fn(rec.plane_data(slot, plane), rec.slot_floats());
   }
   if (state.policy() == state::RollbackPolicy::checkpoint && state.max_txn_tokens() > 0) {
     fn(state.backup(slot), rec.slot_floats());

@@ -220,36 +220,99 @@ TEST_P(Rollback, ExactAtEveryRejectionDepth) {
 
 // The draft-model pattern: a transaction of m one-token forwards (each continuing the last), then commit(j)
 // for every j = 0..m; the next plain forward's logits match the reference. Tokens from j on are wrong, so
-// keeping any of them would show.
+// keeping any of them would show. With replay, also on a working copy (a draft model's state).
 TEST_P(Rollback, SeveralForwardsInOneTransaction) {
   const Reference ref = decode_plainly(sequence(64, 2));
-  auto state = make_state(1);
-  SlotProgress progress{0, &ref, 0, kPrompt};
-  ASSERT_NO_FATAL_FAILURE(run_plain(*state, {&progress}));
-  const int64_t m = 5;
-  std::vector<float> logits;
-  for (int64_t j = 0; j <= m; ++j) {
-    auto txn = state->begin(0, static_cast<int32_t>(progress.n_done));
-    ASSERT_TRUE(txn.is_ok()) << txn.status().message();
-    for (int64_t t = 0; t < m; ++t) {
-      const int64_t position = progress.n_done + t;
-      model::Batch batch;
-      batch.add(t < j ? ref.tokens[position] : other_token(ref.tokens[position]), static_cast<int32_t>(position), 0,
-                true);
-      const Status status = ctx_->forward(batch, *state, logits);
-      ASSERT_TRUE(status.is_ok()) << status.message();
-      if (t < j) expect_row(logits, 0, progress, position, "draft forward " + std::to_string(t));
+  for (bool working_copy : {false, true}) {
+    if (working_copy && policy() != RollbackPolicy::replay) continue;
+    SCOPED_TRACE(working_copy ? "working copy" : "no working copy");
+    state::StateOptions options{1, kCtx, policy(), kMaxTxn, 0};
+    options.txn_working_copy = working_copy;
+    state::ModelState state(model_->kv_specs(), model_->recurrent_specs(), options);
+    SlotProgress progress{0, &ref, 0, kPrompt};
+    ASSERT_NO_FATAL_FAILURE(run_plain(state, {&progress}));
+    const int64_t m = 5;
+    std::vector<float> logits;
+    for (int64_t j = 0; j <= m; ++j) {
+      auto txn = state.begin(0, static_cast<int32_t>(progress.n_done));
+      ASSERT_TRUE(txn.is_ok()) << txn.status().message();
+      for (int64_t t = 0; t < m; ++t) {
+        const int64_t position = progress.n_done + t;
+        model::Batch batch;
+        batch.add(t < j ? ref.tokens[position] : other_token(ref.tokens[position]), static_cast<int32_t>(position),
+                  0, true);
+        const Status status = ctx_->forward(batch, state, logits);
+        ASSERT_TRUE(status.is_ok()) << status.message();
+        if (t < j) expect_row(logits, 0, progress, position, "draft forward " + std::to_string(t));
+      }
+      EXPECT_EQ(txn->n_tokens(), m);
+      auto committed = txn->commit(j);
+      ASSERT_TRUE(committed.is_ok()) << committed.status().message();
+      const bool restored = policy() == RollbackPolicy::checkpoint && j < m;
+      EXPECT_EQ(committed->n_rerun, restored ? j : 0) << "j=" << j;
+      progress.n_state = restored ? progress.n_done : progress.n_done + j;
+      progress.n_done += j + 1;  // the kept tokens and the next one
+      ASSERT_NO_FATAL_FAILURE(run_plain(state, {&progress})) << "after commit(" << j << ")";
     }
-    EXPECT_EQ(txn->n_tokens(), m);
-    auto committed = txn->commit(j);
-    ASSERT_TRUE(committed.is_ok()) << committed.status().message();
-    const bool restored = policy() == RollbackPolicy::checkpoint && j < m;
-    EXPECT_EQ(committed->n_rerun, restored ? j : 0) << "j=" << j;
-    progress.n_state = restored ? progress.n_done : progress.n_done + j;
-    progress.n_done += j + 1;  // the kept tokens and the next one
-    ASSERT_NO_FATAL_FAILURE(run_plain(*state, {&progress})) << "after commit(" << j << ")";
+    finish(state, progress);
   }
-  finish(*state, progress);
+}
+
+// llama.cpp's scheme: one plane per token a transaction may run, the current state among them (8 full copies
+// at draft depth 7), the kept token's plane made current without a copy. So a transaction that ran a token
+// per plane cannot be rolled back entirely: commit(0) is refused, and dropping it leaves the slot refused
+// until it is reset, while the other slots go on.
+class SnapshotPlanes : public Rollback {};
+
+TEST_P(SnapshotPlanes, AreLlamaCppsScheme) {
+  const Reference ref = decode_plainly(sequence(64, 7));
+  auto state = make_state(2);
+  const size_t slot_bytes_one = static_cast<size_t>(state->recurrent().slot_floats()) * sizeof(float);
+  EXPECT_EQ(state->recurrent().n_planes(), kMaxTxn);
+  EXPECT_EQ(state->bytes(1).snapshots, 2 * (kMaxTxn - 1) * slot_bytes_one);
+  SlotProgress progress{0, &ref, 0, kPrompt};
+  SlotProgress other{1, &ref, 0, kPrompt};
+  ASSERT_NO_FATAL_FAILURE(run_plain(*state, {&progress, &other}));
+  const size_t copied_before = state->total_counters().bytes_copied;
+  ASSERT_NO_FATAL_FAILURE(verify_round(*state, {&progress}, {{kMaxDraft, 4}}, PlainTokens::before_begin));
+  EXPECT_EQ(state->total_counters().bytes_copied - copied_before,
+            static_cast<size_t>(kMaxTxn) * slot_bytes_one)
+      << "a verify round writes one plane per token and copies nothing back";
+
+  const auto full_transaction = [&](int64_t first) {
+    auto txn = state->begin(0, static_cast<int32_t>(first));
+    EXPECT_TRUE(txn.is_ok()) << txn.status().message();
+    model::Batch batch;
+    for (int64_t d = 0; d < kMaxTxn; ++d) batch.add(ref.tokens[first + d], static_cast<int32_t>(first + d), 0, true);
+    std::vector<float> logits;
+    const Status status = ctx_->forward(batch, *state, logits);
+    EXPECT_TRUE(status.is_ok()) << status.message();
+    return std::move(txn).value();
+  };
+  ASSERT_NO_FATAL_FAILURE(run_plain(*state, {&progress}));
+  {
+    state::Transaction txn = full_transaction(progress.n_done);
+    auto refused = txn.commit(0);
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_TRUE(contains(refused.status().message(), "cannot roll back all 9 tokens")) << refused.status().message();
+  }  // dropped: the state before it is gone
+  std::vector<float> logits;
+  model::Batch batch;
+  batch.add(ref.tokens[progress.n_done], static_cast<int32_t>(progress.n_done), 0, true);
+  Status status = ctx_->forward(batch, *state, logits);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_TRUE(contains(status.message(), "slot 0: its recurrent state was lost")) << status.message();
+  EXPECT_FALSE(state->begin(0, static_cast<int32_t>(progress.n_done)).is_ok());
+
+  ++other.n_done;
+  ASSERT_NO_FATAL_FAILURE(run_plain(*state, {&other}));
+  finish(*state, other);
+
+  state->reset_slot(0);
+  SlotProgress fresh{0, &ref, 0, kPrompt};
+  ASSERT_NO_FATAL_FAILURE(run_plain(*state, {&fresh}));
+  ASSERT_NO_FATAL_FAILURE(verify_round(*state, {&fresh}, {{kMaxDraft, kMaxDraft + 1}}, PlainTokens::after_begin));
+  finish(*state, fresh);
 }
 
 // Transactions that run nothing, or are dropped, must not disturb what the previous commit kept (with replay:
@@ -466,13 +529,23 @@ std::vector<Param> params() {
   return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Rollback, ::testing::ValuesIn(params()),
-                         [](const ::testing::TestParamInfo<Param>& param_info) {
-                           std::string name = std::string(param_info.param.model) + "_" +
-                                              std::string(state::rollback_policy_name(param_info.param.policy));
-                           std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1
-                           return name;
-                         });
+std::string param_name(const ::testing::TestParamInfo<Param>& param_info) {
+  std::string name =
+      std::string(param_info.param.model) + "_" + std::string(state::rollback_policy_name(param_info.param.policy));
+  std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1
+  return name;
+}
+
+std::vector<Param> snapshot_params() {
+  std::vector<Param> snapshot;
+  for (const Param& param : params()) {
+    if (param.policy == RollbackPolicy::snapshot) snapshot.push_back(param);
+  }
+  return snapshot;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Rollback, ::testing::ValuesIn(params()), param_name);
+INSTANTIATE_TEST_SUITE_P(Models, SnapshotPlanes, ::testing::ValuesIn(snapshot_params()), param_name);
 
 }  // namespace
 }  // namespace rwd

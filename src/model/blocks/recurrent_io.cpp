@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/check.h"
 #include "kernels/cpu/conv1d.h"
 #include "model/blocks/buffers.h"
 
@@ -47,6 +48,12 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
       kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in, io.n_ahead,
                                         n_channels, d_conv, scratch);
       kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
+      break;
+    }
+    case Mode::working_copy: {
+      float* copy = state.working_copy(slot) + state.recurrent().conv_offset(rl);
+      if (io.copy_first) std::copy_n(window, window_floats, copy);
+      kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, copy, out);
       break;
     }
     case Mode::snapshot: {
@@ -111,6 +118,23 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
       kernel_io.read_only = true;
       kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, u_out, params, &ctx.pool());
       if (io.n_fold > 0) state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
+      break;
+    }
+    case Mode::working_copy: {
+      float* copy = state.working_copy(slot) + state.recurrent().ssm_offset(rl);
+      REWIND_CHECK(io.n_fold == 0 || io.copy_first, "slot {}: records to fold in the middle of a transaction", slot);
+      if (io.copy_first) {
+        if (io.n_fold > 0) {
+          kernels::cpu::GatedDeltaStateIo fold_only;
+          fold_only.fold = kernel_io.fold;
+          kernels::cpu::gated_delta_rule_io(nullptr, nullptr, nullptr, nullptr, nullptr, 0, checkpoint, fold_only,
+                                            nullptr, nullptr, params, &ctx.pool());
+          state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
+        }
+        std::copy_n(checkpoint, spec.ssm_floats(), copy);
+        state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
+      }
+      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, copy, {}, out, u_out, params, &ctx.pool());
       break;
     }
     case Mode::snapshot: {
