@@ -49,7 +49,8 @@ constexpr const char* kCanonicalColumns[] = {
     "workload", "spec", "rollback", "draft_max", "slots",
     "tokens_per_second_median", "tokens_per_second_min", "tokens_per_second_max", "speedup_vs_plain",
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
-    "acceptance_rate", "acceptance_by_position", "accepted_per_round", "rounds", "drafted", "accepted",
+    "acceptance_rate", "acceptance_by_position", "accepted_per_round", "rounds", "plain_steps", "mostly_plain",
+    "drafted", "accepted",
     "state_bytes_kv", "state_bytes_conv", "state_bytes_recurrent", "state_bytes_records", "state_bytes_snapshots",
     "state_bytes_checkpoint_copies", "state_bytes_scratch", "state_bytes_rewind", "state_bytes_draft_model",
     "state_bytes_total", "rollback_bytes_written_per_round", "rollback_bytes_copied_per_round",
@@ -222,7 +223,7 @@ struct CompactColumn {
 constexpr CompactColumn kCompactColumns[] = {
     {"workload", false}, {"spec", false}, {"rollback", false}, {"k", true}, {"slots", true},
     {"tok/s (min–max)", true}, {"vs plain", true}, {"TPOT p50/p90/p99 ms", true}, {"TTFT p50 ms", true},
-    {"acceptance", true}, {"accepted/round", true}, {"state MiB", true}, {"written KiB/round", true},
+    {"acceptance", true}, {"accepted/round", true}, {"spec/plain steps", true}, {"state MiB", true}, {"written KiB/round", true},
     {"copied KiB/round", true}, {"identical", false}};
 constexpr size_t kIdentityColumns = 5;  // workload … slots; an error row shows these, then its error
 
@@ -253,6 +254,14 @@ std::vector<std::string> compact_cells(const BenchRow& row) {
   cells.push_back(or_dash(row.number({"ttft_ms", "p50"})));
   cells.push_back(acceptance ? fmt::format("{:.0f}%", *acceptance * 100) : "-");
   cells.push_back(or_dash(row.number({"accepted_per_round"})));
+  const auto rounds = row.number({"rounds"});
+  const auto plain_steps = row.number({"plain_steps"});
+  std::string steps = "-";
+  if (row.spec != "none" && rounds && plain_steps) {
+    steps = fmt::format("{:.0f}/{:.0f}", *rounds, *plain_steps);
+    if (*plain_steps > *rounds) steps += " mostly plain";
+  }
+  cells.push_back(steps);
   const auto total = row.number({"state_bytes", "total"});
   cells.push_back(total ? fmt::format("{:.1f}", *total / kMiB) : "-");
   const auto written = row.number({"rollback_bytes_written_per_round"});

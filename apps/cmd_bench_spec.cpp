@@ -231,6 +231,8 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
   row["rollbacks"] = spec.rollbacks;
   row["plain_steps"] = spec.plain_steps;
   row["fallbacks"] = spec.fallbacks;
+  // A run the policy backed off from is mostly plain decoding: its speed says little about speculation.
+  row["mostly_plain"] = speculating && spec.plain_steps > spec.rounds;
   row["state_bytes"] = state_json(engine->state_report());
   row["rollback_bytes_written_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_written));
   row["rollback_bytes_copied_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_copied));

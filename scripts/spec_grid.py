@@ -55,8 +55,9 @@ def main():
     errors = [float(x) for x in args.errors.split(",")]
     policies = args.policies.split(",")
     results = []
-    print("| slots | error | policy | k | acceptance | tok/s | vs plain | ms/token | state MiB | written KiB/round |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| slots | error | policy | k | acceptance | tok/s | vs plain | ms/token | state MiB | written KiB/round "
+          "| spec/plain steps |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for slots in slot_counts:
         for error in errors:
             for policy in policies:
@@ -76,6 +77,7 @@ def main():
                     drafted = sum(s["drafted"] for s in spec)
                     accepted = sum(s["accepted"] for s in spec)
                     rounds = sum(s["rounds"] for s in spec)
+                    plain_steps = sum(s["plain_steps"] for s in spec)
                     written = sum(s["rollback_bytes_written"] for s in spec)
                     state = last[0]["state"]
                     state_bytes = sum(state[key] for key in ("conv", "recurrent", "records", "snapshots",
@@ -85,11 +87,14 @@ def main():
                            "acceptance": accepted / drafted if drafted else 0.0, "plain_tps": p, "spec_tps": s,
                            "ratio": s / p, "ms_per_token": 1e3 / s, "state_bytes": state_bytes,
                            "written_per_round": written / rounds if rounds else 0.0, "state": state,
+                           "spec_steps": rounds, "plain_steps": plain_steps,
+                           "mostly_plain": plain_steps > rounds,
                            "policy_decisions": [x["policy"] for x in spec]}
                     results.append(row)
                     print(f"| {slots} | {error} | {policy} | {k} | {row['acceptance']:.2f} | {s:.1f} | "
                           f"{s / p:.2f} | {1e3 / s:.2f} | {state_bytes / 2**20:.2f} | "
-                          f"{row['written_per_round'] / 1024:.1f} |", flush=True)
+                          f"{row['written_per_round'] / 1024:.1f} | {rounds}/{plain_steps}"
+                          f"{' mostly plain' if plain_steps > rounds else ''} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
