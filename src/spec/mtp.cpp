@@ -38,47 +38,90 @@ Status MtpProposer::on_target_forward(int slot_index, int64_t first_position, in
   return Status::ok();
 }
 
+// All slots draft together: the catch-up rows of every slot share forwards (up to n_batch rows each), then each
+// chain step is one forward of one row per slot still drafting. A row's logits and hidden do not depend on the
+// other rows of its batch (batch invariance), so the drafts are those of slot-by-slot drafting.
 Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) {
   drafts.assign(requests.size(), {});
   const int64_t n_embd = model_.hparams().n_embd;
   const int64_t n_vocab = model_.hparams().n_vocab;
+  const auto draft_from = [&](size_t r, int64_t row) {
+    const float* logits = logits_.data() + row * n_vocab;
+    drafts[r].push_back({sampling::argmax(std::span<const float>(logits, static_cast<size_t>(n_vocab))), {}});
+  };
+  // Rows p = n_fed .. last-1 pair h(p) (held) with t(p+1) (known); t(last) is not in the trunk yet.
+  std::vector<size_t> feeding;
   for (size_t r = 0; r < requests.size(); ++r) {
     const ProposeRequest& request = requests[r];
-    SlotState& slot = slots_[request.slot];
-    const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;  // t(last) is not in the trunk yet
+    const SlotState& slot = slots_[request.slot];
+    const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
     if (request.max_draft < 1 || last < 1) continue;
-    // Rows p = n_fed .. last-1 pair h(p) (held) with t(p+1) (known).
     const int64_t held = static_cast<int64_t>(slot.hidden.size()) / n_embd;
     if (slot.n_fed < slot.hidden_first || last > slot.hidden_first + held) {
       return Status::errorf("mtp: slot {} lacks trunk hidden rows for positions {}..{}", request.slot, slot.n_fed,
                             last - 1);
     }
-    while (slot.n_fed < last) {
-      const int64_t n = std::min(n_batch_, last - slot.n_fed);
-      batch_.clear();
-      hidden_in_.resize(static_cast<size_t>(n * n_embd));
+    if (slot.n_fed < last) feeding.push_back(r);
+  }
+  // Per drafting request: its hidden row for the next chain step, [n_embd].
+  std::vector<std::vector<float>> chain_hidden(requests.size());
+  std::vector<size_t> chaining;
+  while (!feeding.empty()) {
+    batch_.clear();
+    hidden_in_.clear();
+    std::vector<std::pair<size_t, int64_t>> finished;  // (request, its last row in this batch)
+    std::vector<size_t> still_feeding;
+    for (size_t r : feeding) {
+      const ProposeRequest& request = requests[r];
+      SlotState& slot = slots_[request.slot];
+      const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+      const int64_t n = std::min(n_batch_ - batch_.size(), last - slot.n_fed);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t p = slot.n_fed + i;
-        batch_.add(request.tokens[p + 1], static_cast<int32_t>(p), request.slot, i == n - 1);
-        std::copy_n(slot.hidden.data() + (p - slot.hidden_first) * n_embd, n_embd, hidden_in_.data() + i * n_embd);
+        batch_.add(request.tokens[p + 1], static_cast<int32_t>(p), request.slot, p == last - 1);
+        const float* row = slot.hidden.data() + (p - slot.hidden_first) * n_embd;
+        hidden_in_.insert(hidden_in_.end(), row, row + n_embd);
       }
-      REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
       slot.n_fed += n;
+      if (slot.n_fed == last) {
+        finished.push_back({r, batch_.size() - 1});
+      } else {
+        still_feeding.push_back(r);
+      }
     }
-    slot.hidden.clear();
-    slot.hidden_first = last;
-    if (static_cast<int64_t>(logits_.size()) < n_vocab || last == 0) continue;
-    // Chain: the block's output hidden with the token it predicted, one position further each time.
-    for (int k = 0; k < request.max_draft; ++k) {
-      const int32_t id = sampling::argmax(std::span<const float>(logits_.data(), static_cast<size_t>(n_vocab)));
-      drafts[r].push_back({id, {}});
-      const int64_t position = last + k;
-      if (k + 1 == request.max_draft || position >= state_.n_ctx() - 1) break;
-      hidden_in_.assign(hidden_out_.end() - n_embd, hidden_out_.end());
-      batch_.clear();
-      batch_.add(id, static_cast<int32_t>(position), request.slot, true);
-      REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
+    REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
+    for (size_t i = 0; i < finished.size(); ++i) {
+      const auto [r, row] = finished[i];
+      SlotState& slot = slots_[requests[r].slot];
+      slot.hidden.clear();
+      slot.hidden_first = slot.n_fed;
+      draft_from(r, static_cast<int64_t>(i));  // the finished rows are the batch's logit rows, in order
+      chain_hidden[r].assign(hidden_out_.begin() + row * n_embd, hidden_out_.begin() + (row + 1) * n_embd);
+      chaining.push_back(r);
     }
+    feeding = std::move(still_feeding);
+  }
+  // Chain: each slot's block output hidden with the token it predicted, one position further each time.
+  for (int k = 1; !chaining.empty(); ++k) {
+    batch_.clear();
+    hidden_in_.clear();
+    std::vector<size_t> next;
+    for (size_t r : chaining) {
+      const ProposeRequest& request = requests[r];
+      const int64_t position = static_cast<int64_t>(request.tokens.size()) - 1 + k - 1;
+      if (k == request.max_draft || position >= state_.n_ctx() - 1) continue;
+      batch_.add(drafts[r].back().id, static_cast<int32_t>(position), request.slot, true);
+      hidden_in_.insert(hidden_in_.end(), chain_hidden[r].begin(), chain_hidden[r].end());
+      next.push_back(r);
+    }
+    if (next.empty()) break;
+    REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
+    for (size_t i = 0; i < next.size(); ++i) {
+      draft_from(next[i], static_cast<int64_t>(i));
+      chain_hidden[next[i]].assign(hidden_out_.begin() + static_cast<int64_t>(i) * n_embd,
+                                   hidden_out_.begin() + static_cast<int64_t>(i + 1) * n_embd);
+    }
+    chaining = std::move(next);
   }
   return Status::ok();
 }

@@ -224,6 +224,33 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Engine, SpecExactness, ::testing::ValuesIn(cases()), case_name);
 
+// The model-based proposers draft for all slots in shared forwards (catch-up rows together, one row per slot
+// per chain step): each prompt's drafts, and so its acceptance at every position, are those it gets alone.
+TEST(SpecSlotsTogether, ModelProposersDraftAsForEachSlotAlone) {
+  for (const std::string mode : {"mtp", "draft"}) {
+    SCOPED_TRACE(mode);
+    RunConfig config;
+    config.model = "qwen35-tiny-f32.gguf";
+    config.mode = mode;
+    if (mode == "draft") config.draft_model = twin_of(config.model);
+    auto alone_engine = open(config);
+    config.n_slots = 4;
+    auto together_engine = open(config);
+    ASSERT_NE(alone_engine, nullptr);
+    ASSERT_NE(together_engine, nullptr);
+    const std::vector<Output> alone = run_all(*alone_engine, prompts());
+    const std::vector<Output> together = run_all(*together_engine, prompts());
+    int64_t drafted = 0;
+    for (size_t p = 0; p < alone.size(); ++p) {
+      EXPECT_EQ(together[p].ids, alone[p].ids) << "prompt " << p;
+      EXPECT_EQ(together[p].spec.drafted_by_position, alone[p].spec.drafted_by_position) << "prompt " << p;
+      EXPECT_EQ(together[p].spec.accepted_by_position, alone[p].spec.accepted_by_position) << "prompt " << p;
+      drafted += alone[p].spec.drafted;
+    }
+    EXPECT_GT(drafted, 0);
+  }
+}
+
 TEST(SpecOptions, BadOptionsAreRefusedWithAReason) {
   const auto refused = [](const std::function<void(EngineOptions&)>& edit, const std::string& expected) {
     EngineOptions options;
