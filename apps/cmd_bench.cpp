@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -86,8 +87,8 @@ int bench_decode(const BenchOptions& options) {
     return report_error("bench decode needs -m MODEL; `rewind bench --help` lists the other subcommands");
   }
   if (!options.verify.empty()) return bench_verify(options);
-  if (options.n_prompt < 1 || options.n_gen < 2 || options.reps < 1) {
-    return report_error("bench needs -p >= 1, -n >= 2 and --reps >= 1");
+  if (options.n_prompt < 1 || options.n_gen < 2 || options.reps < 1 || options.depth < 0) {
+    return report_error("bench needs -p >= 1, -n >= 2, --reps >= 1 and --depth >= 0");
   }
   auto threads = parse_int_list("--threads", options.threads, 0, 1024);
   if (!threads) return report_error(threads.status().message());
@@ -96,26 +97,30 @@ int bench_decode(const BenchOptions& options) {
     EngineOptions engine_options;
     engine_options.model_path = options.model;
     engine_options.n_threads = n_threads;
-    engine_options.n_ctx = options.n_prompt + options.n_gen + 8;
+    engine_options.n_ctx = std::max(options.n_prompt, options.depth) + options.n_gen + 8;
     engine_options.n_batch = std::max(options.n_prompt, 1);
     auto opened = Engine::open(engine_options);
     if (!opened) return report_error(opened.status().message());
     if (!options.json && rows.empty()) {  // once the model has opened: no empty table before an error
-      std::printf("| model | threads | isa | pp%d tok/s | pp GFLOP/s (2·params/token) | tg%d tok/s | weights MiB/token "
+      const std::string at_depth = options.depth > 0 ? fmt::format(" @ d{}", options.depth) : "";
+      std::printf("| model | threads | isa | pp%d tok/s | pp GFLOP/s (2·params/token) | tg%d%s tok/s | weights MiB/token "
                   "| weight GB/s | read GB/s | of ceiling |\n",
-                  options.n_prompt, options.n_gen);
+                  options.n_prompt, options.n_gen, at_depth.c_str());
       std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
     }
     Engine& engine = **opened;
     const ModelInfo& info = engine.info();
-    std::vector<int32_t> prompt(static_cast<size_t>(options.n_prompt));
+    std::vector<int32_t> prompt(static_cast<size_t>(std::max(options.n_prompt, options.depth)));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 11) % info.n_vocab);
+    // Generation starts after `depth` tokens of context (at least one: the first token), untimed.
+    const std::vector<int32_t> context(prompt.begin(), prompt.begin() + std::max(options.depth, 1));
+    prompt.resize(static_cast<size_t>(options.n_prompt));
 
     std::vector<double> pp, tg;
     for (int rep = 0; rep <= options.reps; ++rep) {  // rep 0 warms caches and pages
       auto prompt_run = time_request(engine, prompt, 1);
       if (!prompt_run) return report_error(prompt_run.status().message());
-      auto gen_run = time_request(engine, {prompt[0]}, options.n_gen);
+      auto gen_run = time_request(engine, context, options.n_gen);
       if (!gen_run) return report_error(gen_run.status().message());
       if (rep == 0) continue;
       pp.push_back(prompt_run->n_prompt_tokens / prompt_run->prompt_seconds);
@@ -134,6 +139,7 @@ int bench_decode(const BenchOptions& options) {
                           {"isa", info.isa},
                           {"n_prompt", options.n_prompt},
                           {"n_gen", options.n_gen},
+                          {"depth", options.depth},
                           {"n_params", info.n_params},
                           {"pp_tokens_per_second", pp_tps},
                           {"pp_gflops_2_params_per_token", pp_gflops},
@@ -226,6 +232,8 @@ void add_decode_options(CLI::App& cmd, BenchOptions& options) {
       ->capture_default_str();
   cmd.add_option("-p,--n-prompt", options.n_prompt, "prompt tokens")->capture_default_str();
   cmd.add_option("-n,--n-gen", options.n_gen, "generated tokens")->capture_default_str();
+  cmd.add_option("-d,--depth", options.depth, "tokens of context before generation is timed (tg N @ dD)")
+      ->capture_default_str();
   cmd.add_option("-r,--reps", options.reps, "repetitions (median reported)")->capture_default_str();
   cmd.add_flag("--json", options.json, "print JSON instead of a table");
   cmd.add_option("--verify", options.verify,

@@ -74,6 +74,7 @@ struct BenchOptions {
   std::string threads = "0";
   int n_prompt = 64;
   int n_gen = 64;
+  int depth = 0;  // context tokens before generation is timed (llama-bench's -d)
   int reps = 3;
   bool json = false;
   std::string verify;

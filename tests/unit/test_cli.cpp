@@ -78,6 +78,19 @@ TEST_F(Cli, InspectListsMetadataAndTensors) {
   EXPECT_NE(r.out.find("runnable: yes"), std::string::npos);
 }
 
+// bench decode with --depth: generation is timed after that much context, and the row says so.
+TEST_F(Cli, BenchDecodeAtDepthReportsItsRow) {
+  const CommandResult r = run_command(bin() + " bench -m " + model_ + " -t 1 -p 8 -n 4 -d 40 -r 1 --json",
+                                      /*stdout_only=*/true);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["depth"], 40);
+  EXPECT_EQ(rows[0]["n_gen"], 4);
+  EXPECT_GT(rows[0]["tg_tokens_per_second"].get<double>(), 0.0);
+  EXPECT_GT(rows[0]["pp_tokens_per_second"].get<double>(), 0.0);
+}
+
 TEST_F(Cli, BadInputGivesAClearErrorAndExitStatusOne) {
   struct Case {
     std::string args;
@@ -98,6 +111,7 @@ TEST_F(Cli, BadInputGivesAClearErrorAndExitStatusOne) {
       {"mkmodel --arch nosuch -o " + (dir_ / "x.gguf").string(), "nosuch"},
       {"mkmodel --arch qwen3 --dtype q3_x -o " + (dir_ / "x.gguf").string(), "q3_x"},
       {"inspect " + garbage, "garbage.gguf"},
+      {"bench -m " + model_ + " -d -1", "--depth >= 0"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_command(bin() + " " + c.args);
