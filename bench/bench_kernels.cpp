@@ -1,7 +1,8 @@
 // Dot-product and matmul kernels, reported as bytes of weight read per second (the number that bounds decode
-// speed). VecDot runs one L1-resident weight row with each ISA's kernel explicitly (compute ceiling); Panel
-// runs the AVX2 panel kernel (8 activation rows at once) on a 1024² weight that stays in L2, reported also as
-// multiply-adds per second; Matmul runs the dispatched kernels (REWIND_ISA=scalar for the scalar ones) on a
+// speed). VecDot runs one L1-resident weight row with each ISA's kernel explicitly (compute ceiling; the
+// VNNI sets report an error where the CPU lacks them); Panel runs each ISA's panel kernel (8 activation rows
+// at once) on a 1024² weight that stays in L2, reported also as multiply-adds per second; Matmul runs the
+// dispatched kernels (REWIND_ISA=scalar|avx2|avxvnni|avx512vnni picks another set than the best) on a
 // 768² or 2048² weight that stays in the last-level cache, with 1 (decode), 4 (a verify batch) or 64 (prefill)
 // activation rows; MatmulCold cycles through enough 2048² weights (>= 256 MiB) that every call streams its
 // weight from DRAM, the real decode case, with 1 row and, for a few types, the 2..9 rows of a verify batch.
@@ -78,16 +79,15 @@ ThreadPool& pool_with(int n_threads) {
   return *pool;
 }
 
-void vec_dot_bench(benchmark::State& state, bool avx2) {
+void vec_dot_bench(benchmark::State& state, KernelIsa isa) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t n = state.range(1);
-  if (avx2 && !avx2_supported()) {
-    state.SkipWithError("no AVX2 on this CPU");
+  if (!isa_supported(isa)) {
+    state.SkipWithError((std::string("this CPU cannot run ") + isa_name(isa)).c_str());
     return;
   }
-  const VecDotKernel kernel = avx2 ? avx2::vec_dot_kernel(type) : scalar::vec_dot_kernel(type);
-  const QuantizeRowFn quantize = avx2 ? avx2::quantize_row_fn(tensor::dtype_traits(type).vec_dot_type)
-                                      : scalar::quantize_row_fn(tensor::dtype_traits(type).vec_dot_type);
+  const VecDotKernel kernel = vec_dot_kernel(isa, type);
+  const QuantizeRowFn quantize = quantize_row_fn(isa, tensor::dtype_traits(type).vec_dot_type);
   const auto weight = make_weight(type, 1, n);
   const std::vector<float> x = random_floats(n, 99);
   std::vector<uint8_t> act(tensor::row_bytes(tensor::dtype_traits(type).vec_dot_type, n));
@@ -96,17 +96,17 @@ void vec_dot_bench(benchmark::State& state, bool avx2) {
     benchmark::DoNotOptimize(kernel.one(n, weight->bytes.data(), act.data()));
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight->bytes.size()));
-  state.SetLabel(std::string(tensor::dtype_name(type)) + (avx2 ? " avx2" : " scalar"));
+  state.SetLabel(std::string(tensor::dtype_name(type)) + " " + isa_name(isa));
 }
 
-void BM_Panel(benchmark::State& state) {
+void panel_bench(benchmark::State& state, KernelIsa isa) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t n = state.range(1);
-  if (!avx2_supported()) {
-    state.SkipWithError("no AVX2 on this CPU");
+  if (!isa_supported(isa)) {
+    state.SkipWithError((std::string("this CPU cannot run ") + isa_name(isa)).c_str());
     return;
   }
-  const VecDotKernel kernel = avx2::vec_dot_kernel(type);
+  const VecDotKernel kernel = vec_dot_kernel(isa, type);
   if (kernel.panel.dot == nullptr) {
     state.SkipWithError("no panel kernel for this type");
     return;
@@ -117,7 +117,7 @@ void BM_Panel(benchmark::State& state) {
   std::vector<uint8_t> rows(act_row_bytes * kPanelRows);
   const std::vector<float> x = random_floats(n * kPanelRows, 5);
   for (int64_t r = 0; r < kPanelRows; ++r) {
-    avx2::quantize_row_fn(act_type)(x.data() + r * n, rows.data() + r * act_row_bytes, n);
+    quantize_row_fn(isa, act_type)(x.data() + r * n, rows.data() + r * act_row_bytes, n);
   }
   std::vector<uint8_t> panel(kernel.panel.panel_bytes(n));
   kernel.panel.pack(n, rows.data(), act_row_bytes, kPanelRows, panel.data());
@@ -130,7 +130,7 @@ void BM_Panel(benchmark::State& state) {
   state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(n * n) *
                                                    kPanelRows,
                                                benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(tensor::dtype_name(type)) + " avx2");
+  state.SetLabel(std::string(tensor::dtype_name(type)) + " " + isa_name(isa));
 }
 
 void BM_ThreadPoolRun(benchmark::State& state) {
@@ -155,8 +155,13 @@ void BM_ThreadPoolWork(benchmark::State& state) {
   }
 }
 
-void BM_VecDotScalar(benchmark::State& state) { vec_dot_bench(state, false); }
-void BM_VecDotAvx2(benchmark::State& state) { vec_dot_bench(state, true); }
+void BM_VecDotScalar(benchmark::State& state) { vec_dot_bench(state, KernelIsa::scalar); }
+void BM_VecDotAvx2(benchmark::State& state) { vec_dot_bench(state, KernelIsa::avx2); }
+void BM_VecDotAvxVnni(benchmark::State& state) { vec_dot_bench(state, KernelIsa::avxvnni); }
+void BM_VecDotAvx512Vnni(benchmark::State& state) { vec_dot_bench(state, KernelIsa::avx512vnni); }
+void BM_Panel(benchmark::State& state) { panel_bench(state, KernelIsa::avx2); }
+void BM_PanelAvxVnni(benchmark::State& state) { panel_bench(state, KernelIsa::avxvnni); }
+void BM_PanelAvx512Vnni(benchmark::State& state) { panel_bench(state, KernelIsa::avx512vnni); }
 
 constexpr int64_t kPrefillRows = 64;
 
@@ -255,9 +260,13 @@ void panel_args(benchmark::internal::Benchmark* bench) {
 
 BENCHMARK(BM_VecDotScalar)->Apply(vec_dot_args);
 BENCHMARK(BM_Panel)->Apply(panel_args);
+BENCHMARK(BM_PanelAvxVnni)->Apply(panel_args);
+BENCHMARK(BM_PanelAvx512Vnni)->Apply(panel_args);
 BENCHMARK(BM_ThreadPoolRun)->ArgName("threads")->Arg(2)->Arg(4)->UseRealTime();
 BENCHMARK(BM_ThreadPoolWork)->ArgName("threads")->Arg(2)->UseRealTime();
 BENCHMARK(BM_VecDotAvx2)->Apply(vec_dot_args);
+BENCHMARK(BM_VecDotAvxVnni)->Apply(vec_dot_args);
+BENCHMARK(BM_VecDotAvx512Vnni)->Apply(vec_dot_args);
 
 }  // namespace
 

@@ -4,7 +4,8 @@
 // from one-row kernels to panels of 8 rows, 15..17, 33, 64 and 65 end in partial panels), identical results
 // for 1, 2, 3 threads and an oversubscribed pool, odd numbers of blocks (a partial group of 8), output counts
 // that are not multiples of any tile, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
-// matmul_shared_input gives the bits of separate matmul calls, for weights of one and of mixed types.
+// matmul_shared_input gives the bits of separate matmul calls, for weights of one and of mixed types. Every
+// VNNI flavour the CPU runs gives, through matmul, the AVX2 kernels' bits for every row, batch and thread count.
 // The per-ISA kernels themselves are checked in test_vec_dot.cpp.
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vec_dot_impl.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/ref/matmul.h"
 #include "tensor/dtype.h"
@@ -197,6 +199,57 @@ TEST(Matmul, ParallelActivationQuantizationIsInvariant) {
     EXPECT_EQ(std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)), 0) << tensor::dtype_name(type);
   }
 }
+
+// ---- the VNNI flavours: the AVX2 bits, whatever the batch and the threads ----
+
+class MatmulVnni : public ::testing::TestWithParam<KernelIsa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU cannot run " << isa_name(GetParam());
+  }
+};
+
+// Every row of every batch size, on 1, 2 and 3 threads, bit-identical to the AVX2 kernels on that row alone
+// (batches of 2..9 take the tiles and the half and full panels; 15..17 and 33 end in partial panels), for
+// an odd number of blocks and output counts no tile divides.
+TEST_P(MatmulVnni, BitIdenticalToAvx2AloneForEveryBatchAndThreadCount) {
+  const KernelIsa isa = GetParam();
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
+  constexpr int64_t kOut = 37, kMaxRows = 33;
+  for (DType type : {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k,
+                     DType::q6_k}) {
+    SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(tensor::dtype_name(type)));
+    const int64_t n_in = tensor::dtype_traits(type).block_size == 32 ? 2080 : 1280;  // 65 blocks, 5 super-blocks
+    const Weight weight = make_weight(type, kOut, n_in, 300 + static_cast<uint64_t>(type));
+    test::QuantRandom random(47);
+    const std::vector<float> x = random.row(kMaxRows * n_in);
+    MatmulScratch scratch;
+    std::vector<float> alone = nan_filled(kMaxRows * kOut);
+    for (int64_t r = 0; r < kMaxRows; ++r) {
+      std::vector<float> yr = nan_filled(kOut);
+      matmul(KernelIsa::avx2, weight.tensor, x.data() + r * n_in, 1, yr.data(), scratch, *pools[0]);
+      std::copy(yr.begin(), yr.end(), alone.begin() + r * kOut);
+    }
+    for (const auto& pool : pools) {
+      for (int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 33}) {
+        std::vector<float> y = nan_filled(n_rows * kOut);
+        matmul(isa, weight.tensor, x.data(), n_rows, y.data(), scratch, *pool);
+        ASSERT_EQ(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)), 0)
+            << pool->n_threads() << " threads, n_rows " << n_rows;
+      }
+    }
+  }
+}
+
+// Test names cannot hold a '-'.
+std::string flavour_test_name(const ::testing::TestParamInfo<KernelIsa>& param_info) {
+  return param_info.param == KernelIsa::vnni_emulated ? "vnni_emulated" : isa_name(param_info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Flavours, MatmulVnni,
+                         ::testing::Values(KernelIsa::avxvnni, KernelIsa::avx512vnni, KernelIsa::vnni_emulated),
+                         flavour_test_name);
 
 }  // namespace
 }  // namespace rwd::kernels::cpu

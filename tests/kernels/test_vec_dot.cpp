@@ -5,10 +5,14 @@
 //     (this isolates the integer arithmetic of the kernel from the quantizer);
 // plus: tiles (many weight rows by many activation rows) and panels (8 interleaved activation rows, fewer
 // zero-padded) bit-identical to one-pair calls, AVX2 quantizers byte-identical to the reference ones, and the
-// dispatched functions being one of the two tables.
+// dispatched functions being one of the tables; and every VNNI flavour the CPU runs (vnni-emulated wherever
+// there is AVX2) bit-identical to the AVX2 table's one-pair kernel for its one-pair, tile and panel kernels, on
+// random blocks and on blocks at the ends of their ranges (activations at ±127), which would catch saturation.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -33,9 +37,26 @@ struct Isa {
   QuantizeRowFn (*quantizer)(DType);
 };
 
+constexpr KernelIsa kVnniIsas[] = {KernelIsa::avxvnni, KernelIsa::avx512vnni, KernelIsa::vnni_emulated};
+
+VecDotKernel (*table_of(KernelIsa isa))(DType) {
+  switch (isa) {
+    case KernelIsa::avxvnni: return avxvnni::vec_dot_kernel;
+    case KernelIsa::avx512vnni: return avx512vnni::vec_dot_kernel;
+    case KernelIsa::vnni_emulated: return vnni_emulated::vec_dot_kernel;
+    case KernelIsa::avx2: return avx2::vec_dot_kernel;
+    case KernelIsa::scalar: break;
+  }
+  return scalar::vec_dot_kernel;
+}
+
+// Every table the CPU can run.
 std::vector<Isa> isas() {
   std::vector<Isa> result = {{"scalar", scalar::vec_dot_kernel, scalar::quantize_row_fn}};
   if (avx2_supported()) result.push_back({"avx2", avx2::vec_dot_kernel, avx2::quantize_row_fn});
+  for (KernelIsa isa : kVnniIsas) {
+    if (isa_supported(isa)) result.push_back({isa_name(isa), table_of(isa), avx2::quantize_row_fn});
+  }
   return result;
 }
 
@@ -251,16 +272,257 @@ TEST(VecDot, Avx2QuantizersMatchReferenceBytes) {
   }
 }
 
-TEST(VecDot, DispatchPicksOneOfTheTables) {
-  const std::string name = isa_name();
-  ASSERT_TRUE(name == "avx2" || name == "scalar") << name;
-  if (name == "avx2") {
-    ASSERT_TRUE(avx2_supported());
+// ---- the VNNI flavours against the AVX2 table ----
+
+class VnniMatchesAvx2 : public ::testing::TestWithParam<KernelIsa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU cannot run " << isa_name(GetParam());
   }
-  const bool avx2 = name == "avx2";
+};
+
+constexpr DType kQuantTypes[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                                 DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+
+// How the bytes of a block are drawn: at random, or every value at the top or the bottom of its range, or
+// alternating between the two.
+enum class Fill { random, high, low, alternating };
+constexpr Fill kFills[] = {Fill::random, Fill::high, Fill::low, Fill::alternating};
+
+const char* fill_name(Fill fill) {
+  switch (fill) {
+    case Fill::random: return "random";
+    case Fill::high: return "high";
+    case Fill::low: return "low";
+    case Fill::alternating: return "alternating";
+  }
+  return "?";
+}
+
+// A value in [lo, hi] as fill asks for it, the index deciding the alternation.
+int pick(Fill fill, int lo, int hi, size_t index, test::QuantRandom& random) {
+  switch (fill) {
+    case Fill::random: return static_cast<int>(random.integer(lo, hi));
+    case Fill::high: return hi;
+    case Fill::low: return lo;
+    case Fill::alternating: return index % 2 == 0 ? hi : lo;
+  }
+  return 0;
+}
+
+// ± [2^-10, 2) in fp16.
+uint16_t random_half(test::QuantRandom& random) {
+  const double magnitude = std::pow(2.0, -10.0 + 11.0 * random.unit());
+  return fp32_to_fp16(static_cast<float>(random.unit() < 0.5 ? -magnitude : magnitude));
+}
+
+template <typename Field>
+void put(uint8_t* block, size_t offset, Field value) {
+  std::memcpy(block + offset, &value, sizeof(value));
+}
+
+// A weight row of n values whose packed bits (nibbles, fifth and sixth bits, k-quant scales and mins) follow fill;
+// q8_0 values and q6_K scales, which are signed bytes, go from -128 to 127. fp16 scales are random, finite.
+std::vector<uint8_t> weight_row_filled(DType type, int64_t n, Fill fill, test::QuantRandom& random) {
+  namespace q = tensor::quant;
+  const tensor::DTypeTraits& traits = tensor::dtype_traits(type);
+  std::vector<uint8_t> row(tensor::row_bytes(type, n));
+  for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<uint8_t>(pick(fill, 0, 255, i, random));
+  for (int64_t b = 0; b < n / traits.block_size; ++b) {
+    uint8_t* block = row.data() + static_cast<size_t>(b) * traits.block_bytes;
+    switch (type) {
+      case DType::q4_0:
+      case DType::q5_0: put(block, 0, random_half(random)); break;
+      case DType::q4_1:
+      case DType::q5_1:
+        put(block, offsetof(q::BlockQ4_1, d), random_half(random));
+        put(block, offsetof(q::BlockQ4_1, m), random_half(random));
+        break;
+      case DType::q8_0:
+        put(block, offsetof(q::BlockQ8_0, d), random_half(random));
+        for (size_t j = 0; j < 32; ++j) {
+          put(block, offsetof(q::BlockQ8_0, qs) + j, static_cast<int8_t>(pick(fill, -128, 127, j, random)));
+        }
+        break;
+      case DType::q4_k:
+      case DType::q5_k:
+        put(block, offsetof(q::BlockQ4K, d), random_half(random));
+        put(block, offsetof(q::BlockQ4K, dmin), random_half(random));
+        break;
+      case DType::q6_k:
+        put(block, offsetof(q::BlockQ6K, d), random_half(random));
+        for (size_t j = 0; j < 16; ++j) {
+          put(block, offsetof(q::BlockQ6K, scales) + j, static_cast<int8_t>(pick(fill, -128, 127, j, random)));
+        }
+        break;
+      default: ADD_FAILURE() << "no filler for " << tensor::dtype_name(type);
+    }
+  }
+  return row;
+}
+
+// An activation row of n values in act_type (q8_0, q8_1 or q8_K) with values in -127..127 as fill asks, as the
+// quantizers leave them: q8_1's s = fp16(d * sum), q8_K's bsums the sums of 16 values.
+std::vector<uint8_t> activation_row_filled(DType act_type, int64_t n, Fill fill, test::QuantRandom& random) {
+  namespace q = tensor::quant;
+  std::vector<uint8_t> row(tensor::row_bytes(act_type, n));
+  if (act_type == DType::q8_k) {
+    auto* blocks = reinterpret_cast<q::BlockQ8K*>(row.data());
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      blocks[b].d = static_cast<float>(std::pow(2.0, -12.0 + 10.0 * random.unit()));
+      for (size_t j = 0; j < q::kBlockK; ++j) blocks[b].qs[j] = static_cast<int8_t>(pick(fill, -127, 127, j, random));
+      for (int g = 0; g < q::kBlockK / 16; ++g) {
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) sum += blocks[b].qs[16 * g + j];
+        blocks[b].bsums[g] = static_cast<int16_t>(sum);
+      }
+    }
+    return row;
+  }
+  const size_t block_bytes = tensor::dtype_traits(act_type).block_bytes;
+  const size_t qs_offset = act_type == DType::q8_1 ? offsetof(q::BlockQ8_1, qs) : offsetof(q::BlockQ8_0, qs);
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    uint8_t* block = row.data() + static_cast<size_t>(b) * block_bytes;
+    const uint16_t d = fp32_to_fp16(std::fabs(fp16_to_fp32(random_half(random))));
+    put(block, 0, d);
+    int sum = 0;
+    for (size_t j = 0; j < q::kBlock32; ++j) {
+      const auto value = static_cast<int8_t>(pick(fill, -127, 127, j, random));
+      put(block, qs_offset + j, value);
+      sum += value;
+    }
+    if (act_type == DType::q8_1) put(block, offsetof(q::BlockQ8_1, s), fp32_to_fp16(fp16_to_fp32(d) * sum));
+  }
+  return row;
+}
+
+// 1 .. 88 blocks, and 1031, past the longest row whose scales a tile converts up front; 1 .. 11 super-blocks.
+std::vector<int64_t> vnni_sizes_for(DType type) {
+  if (tensor::dtype_traits(type).block_size == 32) return {32, 96, 256, 320, 768, 2080, 2816, 32992};
+  return {256, 512, 768, 1280, 2048, 2816};
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+// one(), tile() of 1..9 activation rows by 1 and 5 weight rows, and panels of 1..8 rows, every output against
+// the AVX2 one-pair kernel on the same pair; the tile's and panel's outputs outside their rows must stay NaN.
+TEST_P(VnniMatchesAvx2, OneTileAndPanelBitIdentical) {
+  constexpr int64_t kWeightRows = 5, kActRows = 9, kOutStride = 7;
+  const KernelIsa isa = GetParam();
+  for (DType type : kQuantTypes) {
+    const DType act_type = tensor::dtype_traits(type).vec_dot_type;
+    const VecDotKernel expected = avx2::vec_dot_kernel(type);
+    const VecDotKernel kernel = vec_dot_kernel(isa, type);
+    ASSERT_NE(kernel.one, nullptr);
+    ASSERT_NE(kernel.tile, nullptr);
+    ASSERT_NE(kernel.panel.dot, nullptr) << "every quantized type has a VNNI panel";
+    for (int64_t n : vnni_sizes_for(type)) {
+      for (Fill weight_fill : kFills) {
+        for (Fill act_fill : kFills) {
+          if (n > 2816 && (weight_fill != Fill::random || act_fill != Fill::random)) continue;  // time
+          SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(tensor::dtype_name(type)) + " n=" + std::to_string(n) +
+                       " weights " + fill_name(weight_fill) + ", activations " + fill_name(act_fill));
+          test::QuantRandom random(static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(type) * 7 +
+                                   static_cast<uint64_t>(weight_fill) * 5 + static_cast<uint64_t>(act_fill));
+          const size_t weight_row_bytes = tensor::row_bytes(type, n);
+          const size_t act_row_bytes = tensor::row_bytes(act_type, n);
+          std::vector<uint8_t> weights, acts;
+          for (int64_t i = 0; i < kWeightRows; ++i) {
+            const std::vector<uint8_t> row = weight_row_filled(type, n, weight_fill, random);
+            weights.insert(weights.end(), row.begin(), row.end());
+          }
+          for (int64_t r = 0; r < kActRows; ++r) {
+            const std::vector<uint8_t> row = activation_row_filled(act_type, n, act_fill, random);
+            acts.insert(acts.end(), row.begin(), row.end());
+          }
+          float want[kActRows][kOutStride] = {};  // columns from kWeightRows on unused
+          for (int64_t r = 0; r < kActRows; ++r) {
+            for (int64_t i = 0; i < kWeightRows; ++i) {
+              const uint8_t* w = weights.data() + i * weight_row_bytes;
+              const uint8_t* a = acts.data() + r * act_row_bytes;
+              want[r][i] = expected.one(n, w, a);
+              ASSERT_TRUE(std::isfinite(want[r][i]));
+              const float got = kernel.one(n, w, a);
+              ASSERT_TRUE(same_bits(got, want[r][i])) << "one, weight " << i << " row " << r << ": " << got
+                                                      << " vs avx2 " << want[r][i];
+            }
+          }
+          // Checks out (written by a tile or panel of n_rows rows by n_weight_rows) against want.
+          auto check = [&](const char* what, const std::vector<float>& out, int64_t n_rows, int64_t n_weight_rows) {
+            for (int64_t r = 0; r < kActRows; ++r) {
+              for (int64_t i = 0; i < kOutStride; ++i) {
+                const float got = out[static_cast<size_t>(r * kOutStride + i)];
+                if (r >= n_rows || i >= n_weight_rows) {
+                  ASSERT_TRUE(std::isnan(got)) << what << " of " << n_rows << " rows wrote row " << r << " col " << i;
+                } else {
+                  ASSERT_TRUE(same_bits(got, want[r][i])) << what << " of " << n_rows << " rows by " << n_weight_rows
+                                                          << ", weight " << i << " row " << r << ": " << got
+                                                          << " vs avx2 " << want[r][i];
+                }
+              }
+            }
+          };
+          for (int64_t n_weight_rows : {int64_t{1}, kWeightRows}) {
+            for (int64_t n_rows = 1; n_rows <= kActRows; ++n_rows) {
+              std::vector<float> out(kActRows * kOutStride, std::numeric_limits<float>::quiet_NaN());
+              kernel.tile(n, weights.data(), weight_row_bytes, n_weight_rows, acts.data(), act_row_bytes, n_rows,
+                          out.data(), kOutStride);
+              check("tile", out, n_rows, n_weight_rows);
+            }
+          }
+          for (int64_t n_rows = 1; n_rows <= kPanelRows; ++n_rows) {
+            std::vector<uint8_t> panel(kernel.panel.panel_bytes(n), 0xCD);
+            kernel.panel.pack(n, acts.data(), act_row_bytes, n_rows, panel.data());
+            std::vector<float> out(kActRows * kOutStride, std::numeric_limits<float>::quiet_NaN());
+            kernel.panel.dot(n, weights.data(), weight_row_bytes, kWeightRows, panel.data(), n_rows, out.data(),
+                             kOutStride);
+            check("panel", out, n_rows, kWeightRows);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The float types and the quantizers are AVX2's under every VNNI flavour.
+TEST_P(VnniMatchesAvx2, FloatTypesAndQuantizersAreAvx2s) {
+  const KernelIsa isa = GetParam();
+  for (DType type : {DType::f32, DType::f16, DType::bf16}) {
+    EXPECT_EQ(vec_dot_kernel(isa, type).one, avx2::vec_dot_kernel(type).one) << tensor::dtype_name(type);
+    EXPECT_EQ(vec_dot_kernel(isa, type).tile, avx2::vec_dot_kernel(type).tile) << tensor::dtype_name(type);
+  }
+  for (DType act_type : {DType::f32, DType::q8_0, DType::q8_1, DType::q8_k}) {
+    EXPECT_EQ(quantize_row_fn(isa, act_type), avx2::quantize_row_fn(act_type)) << tensor::dtype_name(act_type);
+  }
+  EXPECT_EQ(vec_dot_kernel(isa, DType::q2_k).one, nullptr);
+}
+
+// Test names cannot hold a '-'.
+std::string flavour_test_name(const ::testing::TestParamInfo<KernelIsa>& param_info) {
+  return param_info.param == KernelIsa::vnni_emulated ? "vnni_emulated" : isa_name(param_info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Flavours, VnniMatchesAvx2, ::testing::ValuesIn(kVnniIsas),
+                         flavour_test_name);
+
+TEST(VecDot, DispatchPicksOneOfTheTables) {
+  const KernelIsa isa = kernel_isa();
+  const std::string name = isa_name();
+  ASSERT_EQ(name, isa_name(isa));
+  ASSERT_TRUE(isa_supported(isa)) << name;
+  if (std::getenv("REWIND_ISA") == nullptr) {  // the best the CPU has; never the emulation
+    ASSERT_NE(isa, KernelIsa::vnni_emulated);
+    if (isa_supported(KernelIsa::avx512vnni)) {
+      EXPECT_EQ(isa, KernelIsa::avx512vnni);
+    } else if (isa_supported(KernelIsa::avxvnni)) {
+      EXPECT_EQ(isa, KernelIsa::avxvnni);
+    } else {
+      EXPECT_EQ(isa, avx2_supported() ? KernelIsa::avx2 : KernelIsa::scalar);
+    }
+  }
   for (DType type : kWeightTypes) {
     ASSERT_TRUE(tensor::is_supported_weight_type(type));
-    const VecDotKernel table = avx2 ? avx2::vec_dot_kernel(type) : scalar::vec_dot_kernel(type);
+    const VecDotKernel table = table_of(isa)(type);
     EXPECT_EQ(vec_dot_fn(type), table.one) << tensor::dtype_name(type);
     EXPECT_EQ(vec_dot_kernel(type).tile, table.tile) << tensor::dtype_name(type);
     EXPECT_EQ(vec_dot_kernel(type).panel.dot, table.panel.dot) << tensor::dtype_name(type);

@@ -1,27 +1,14 @@
 // CPU feature query for the float kernels; the answer is computed once (thread-safe static) and never changes.
+// It follows the dot products' choice (dispatch.cpp), so that REWIND_ISA and the CPU decide both alike: every
+// set but scalar, the VNNI ones included, runs the float kernels on AVX2.
 #include "kernels/cpu/cpu_features.h"
 
-#include <cstdlib>
-#include <cstring>
+#include "kernels/cpu/vec_dot.h"
 
 namespace rwd::kernels::cpu {
-namespace {
-
-bool detect_avx2_fma() {
-  const char* forced = std::getenv("REWIND_ISA");
-  if (forced != nullptr && std::strcmp(forced, "scalar") == 0) return false;
-#if defined(__x86_64__) || defined(__i386__)
-  // GCC's and clang's checks include the OS having enabled the YMM state (XGETBV), not just CPUID bits.
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-#else
-  return false;
-#endif
-}
-
-}  // namespace
 
 bool has_avx2_fma() {
-  static const bool supported = detect_avx2_fma();
+  static const bool supported = kernel_isa() != KernelIsa::scalar;
   return supported;
 }
 

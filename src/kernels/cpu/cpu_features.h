@@ -5,8 +5,9 @@
 
 namespace rwd::kernels::cpu {
 
-// True when the CPU and OS support AVX2, FMA and F16C and REWIND_ISA is not "scalar". Computed on first use
-// and cached: changing REWIND_ISA afterwards has no effect.
+// True when the dot products' dispatch (vec_dot.h kernel_isa) picked any set but scalar: the CPU and OS support
+// AVX2, FMA and F16C and REWIND_ISA is not "scalar". Computed on first use and cached: changing REWIND_ISA
+// afterwards has no effect.
 bool has_avx2_fma();
 
 }  // namespace rwd::kernels::cpu

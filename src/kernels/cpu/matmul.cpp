@@ -42,14 +42,14 @@ struct ActivationFormat {
   size_t row_bytes = 0;
 };
 
-ActivationFormat activation_format(tensor::DType act_type, int64_t n_in) {
+ActivationFormat activation_format(KernelIsa isa, tensor::DType act_type, int64_t n_in) {
   ActivationFormat format;
   if (act_type == tensor::DType::f32) {
     format.row_bytes = static_cast<size_t>(n_in) * sizeof(float);
     return format;
   }
   const tensor::DTypeTraits& traits = tensor::dtype_traits(act_type);
-  format.quantize = quantize_row_fn(act_type);
+  format.quantize = quantize_row_fn(isa, act_type);
   REWIND_CHECK(format.quantize != nullptr, "matmul: no quantizer for activation type {}", traits.name);
   format.block_size = traits.block_size;
   format.block_bytes = traits.block_bytes;
@@ -162,8 +162,8 @@ void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, con
 // format: one quantization, then every weight's chunks of rows from one counter in one pool round. Activation
 // rows go in groups of equal size (9 rows as 5 + 4, not 8 + 1): the tiles share each weight load among a
 // group's rows, and a group of one row shares nothing. An output's bits depend only on its group.
-void matmul_pairs(std::initializer_list<MatmulOutput> outputs, const ActivationFormat& format, const float* x,
-                         int64_t n_rows, MatmulScratch& scratch, ThreadPool& pool) {
+void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, const ActivationFormat& format,
+                  const float* x, int64_t n_rows, MatmulScratch& scratch, ThreadPool& pool) {
   const int64_t n_in = outputs.begin()->weight->n_cols();
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (format.quantize != nullptr) {
@@ -191,7 +191,8 @@ void matmul_pairs(std::initializer_list<MatmulOutput> outputs, const ActivationF
   int64_t n_chunks = 0;
   for (const MatmulOutput& output : outputs) {
     const int64_t chunk_rows = chunk_rows_for(*output.weight, pool.n_threads());
-    parts[n_parts++] = {output.weight, output.y, vec_dot_kernel(output.weight->dtype).tile, chunk_rows, n_chunks};
+    const VecDotTileFn tile = vec_dot_kernel(isa, output.weight->dtype).tile;
+    parts[n_parts++] = {output.weight, output.y, tile, chunk_rows, n_chunks};
     n_chunks += (output.weight->n_rows() + chunk_rows - 1) / chunk_rows;
   }
   std::atomic<int64_t> next_chunk{0};
@@ -222,13 +223,14 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
                          MatmulScratch& scratch, ThreadPool& pool) {
   REWIND_CHECK(outputs.size() >= 1 && outputs.size() <= 8, "matmul_shared_input: {} weights, expected 1 .. 8",
                outputs.size());
+  const KernelIsa isa = kernel_isa();
   const tensor::Tensor& first = *outputs.begin()->weight;
   bool shared = n_rows > 0;
   for (const MatmulOutput& output : outputs) {
     const tensor::Tensor& weight = *output.weight;
     REWIND_CHECK(weight.n_cols() == first.n_cols(), "matmul_shared_input: {} has {} inputs, {} has {}", weight.name,
                  weight.n_cols(), first.name, first.n_cols());
-    const VecDotKernel kernel = vec_dot_kernel(weight.dtype);
+    const VecDotKernel kernel = vec_dot_kernel(isa, weight.dtype);
     REWIND_CHECK(kernel.tile != nullptr && weight.data != nullptr, "matmul_shared_input: no CPU kernel or data for {}",
                  weight.name);
     // Rows that take the panel path, or another activation format, go through matmul() one weight at a time.
@@ -236,26 +238,31 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
              (kernel.panel.dot == nullptr || n_rows < kernel.panel.min_rows) && weight.n_rows() > 0;
   }
   if (!shared) {
-    for (const MatmulOutput& output : outputs) matmul(*output.weight, x, n_rows, output.y, scratch, pool);
+    for (const MatmulOutput& output : outputs) matmul(isa, *output.weight, x, n_rows, output.y, scratch, pool);
     return;
   }
   const ActivationFormat format =
-      activation_format(tensor::dtype_traits(first.dtype).vec_dot_type, first.n_cols());
-  matmul_pairs(outputs, format, x, n_rows, scratch, pool);
+      activation_format(isa, tensor::dtype_traits(first.dtype).vec_dot_type, first.n_cols());
+  matmul_pairs(isa, outputs, format, x, n_rows, scratch, pool);
 }
 
 void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
             ThreadPool& pool) {
+  matmul(kernel_isa(), weight, x, n_rows, y, scratch, pool);
+}
+
+void matmul(KernelIsa isa, const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y,
+            MatmulScratch& scratch, ThreadPool& pool) {
   const tensor::DTypeTraits& traits = tensor::dtype_traits(weight.dtype);
-  const VecDotKernel kernel = vec_dot_kernel(weight.dtype);
+  const VecDotKernel kernel = vec_dot_kernel(isa, weight.dtype);
   REWIND_CHECK(kernel.tile != nullptr, "matmul: no CPU kernel for {} weight {}", traits.name, weight.name);
   REWIND_CHECK(weight.data != nullptr, "matmul: weight {} has no data", weight.name);
   if (n_rows <= 0 || weight.n_rows() <= 0) return;
-  const ActivationFormat format = activation_format(traits.vec_dot_type, weight.n_cols());
+  const ActivationFormat format = activation_format(isa, traits.vec_dot_type, weight.n_cols());
   if (kernel.panel.dot != nullptr && n_rows >= kernel.panel.min_rows) {
     matmul_panels(weight, kernel, format, x, n_rows, y, scratch, pool);
   } else {
-    matmul_pairs({{&weight, y}}, format, x, n_rows, scratch, pool);
+    matmul_pairs(isa, {{&weight, y}}, format, x, n_rows, scratch, pool);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "kernels/cpu/vec_dot.h"
 #include "tensor/tensor.h"
 
 namespace rwd {
@@ -26,6 +27,11 @@ struct MatmulScratch {
 // x: [n_rows, n_in] float, y: [n_rows, n_out] float (must not alias x).
 void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
             ThreadPool& pool);
+
+// The same with the kernels and quantizers of a given ISA in place of the dispatched ones (tests and benchmarks
+// of each set); the CPU must support it (vec_dot_impl.h isa_supported).
+void matmul(KernelIsa isa, const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y,
+            MatmulScratch& scratch, ThreadPool& pool);
 
 // One weight of matmul_shared_input: y = x · weightᵀ, [n_rows, weight rows].
 struct MatmulOutput {

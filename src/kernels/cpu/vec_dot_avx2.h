@@ -1,6 +1,8 @@
 // Internal to the dot-product AVX2 files (vec_dot_avx2.cpp, vec_dot_panel_avx2.cpp): register helpers they
 // share, and the per-output arithmetic both must follow so that a panel (8 activation rows at once) and the
-// one-row kernels give the same bits. Only *_avx2.cpp files may include it; nothing here is for other kernels.
+// one-row kernels give the same bits. Only *_avx2.cpp files and the VNNI kernels (vec_dot_vnni_impl.h, which
+// follow the same arithmetic) may include it; every function here is always inlined, so none is emitted in an
+// object compiled with other instructions. Nothing here is for other kernels.
 //
 // Per output (weight row w, activation row a), the integer part is exact and may be computed any way; the
 // float part is fixed:

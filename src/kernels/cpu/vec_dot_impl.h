@@ -1,5 +1,5 @@
-// Internal to kernels/cpu: the per-ISA kernel tables behind vec_dot.h, so that tests can run the scalar and
-// the AVX2 kernels side by side and the matmul can use the tiled form. Everything here obeys vec_dot.h's
+// Internal to kernels/cpu: the per-ISA kernel tables behind vec_dot.h, so that tests can run the scalar, AVX2
+// and VNNI kernels side by side and the matmul can use the tiled form. Everything here obeys vec_dot.h's
 // contract; dispatch.cpp decides which table the public functions return.
 #pragma once
 
@@ -67,8 +67,27 @@ QuantizeRowFn quantize_row_fn(tensor::DType activation_type);
 PanelKernel panel_kernel(tensor::DType weight_type);
 }  // namespace avx2
 
+// The VNNI tables (vec_dot_vnni_impl.h, one file per flavour): VNNI kernels for the quantized weight types, the
+// AVX2 ones for the float types; bit-identical to avx2::vec_dot_kernel. Call each only where
+// isa_supported() says so: the avx512vnni and avxvnni files are compiled with those instructions.
+namespace avx512vnni {
+VecDotKernel vec_dot_kernel(tensor::DType weight_type);
+}  // namespace avx512vnni
+namespace avxvnni {
+VecDotKernel vec_dot_kernel(tensor::DType weight_type);
+}  // namespace avxvnni
+namespace vnni_emulated {
+VecDotKernel vec_dot_kernel(tensor::DType weight_type);
+}  // namespace vnni_emulated
+
 // True when the CPU (and OS) support AVX2, FMA and F16C.
 bool avx2_supported();
+// True when the CPU (and OS) can run the kernels of isa (the VNNI sets all need AVX2 too).
+bool isa_supported(KernelIsa isa);
+
+// The table of a given, supported ISA (tests, benchmarks); the quantizers every ISA but scalar shares are AVX2's.
+VecDotKernel vec_dot_kernel(KernelIsa isa, tensor::DType weight_type);
+QuantizeRowFn quantize_row_fn(KernelIsa isa, tensor::DType activation_type);
 
 // The whole table entry dispatch picked for a weight type.
 VecDotKernel vec_dot_kernel(tensor::DType weight_type);
