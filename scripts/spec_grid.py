@@ -77,7 +77,7 @@ def main():
                     drafted = sum(s["drafted"] for s in spec)
                     accepted = sum(s["accepted"] for s in spec)
                     rounds = sum(s["rounds"] for s in spec)
-                    plain_steps = sum(s["plain_steps"] for s in spec)
+                    plain_steps = sum(s["policy"]["plain_steps"] for s in spec)
                     written = sum(s["rollback_bytes_written"] for s in spec)
                     state = last[0]["state"]
                     state_bytes = sum(state[key] for key in ("conv", "recurrent", "records", "snapshots",
