@@ -23,6 +23,7 @@
 
 #include "kernels/cpu/vec_dot_avx2.h"
 #include "kernels/cpu/vec_dot_impl.h"
+#include "kernels/cpu/vec_dot_tiles.h"
 #include "tensor/quant/blocks.h"
 
 namespace rwd::kernels::cpu::vnni {
@@ -113,42 +114,6 @@ REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) 
   if (count > 6) v = _mm_insert_epi16(v, half_at(6), 6);
   if (count > 7) v = _mm_insert_epi16(v, half_at(7), 7);
   return _mm256_cvtph_ps(v);
-}
-
-// ---- tiles (k-quants, and rows of 32-blocks too long for DotBlock32::tile's converted scales) ----
-
-// The last n_act_rows <= NA rows of a tile, by the instance of exactly that many rows (one row: the one-row
-// kernel itself, the decode path).
-template <typename Kernel, int NA>
-void rows_remaining(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, int64_t n_act_rows,
-                    float* out, int64_t out_stride) {
-  if constexpr (NA == 1) {
-    out[0] = Kernel::one(n, weight, act);
-  } else if (n_act_rows == NA) {
-    Kernel::template rows<NA>(n, weight, act, act_row_bytes, out, out_stride);
-  } else {
-    rows_remaining<Kernel, NA - 1>(n, weight, act, act_row_bytes, n_act_rows, out, out_stride);
-  }
-}
-
-// Groups of up to Kernel::kMaxRows activation rows, of equal size (5 rows as 3 + 2, not 4 + 1), share each
-// weight row's unpacking; weight rows inner, so the group stays in L1.
-template <typename Kernel>
-void tile_by_row_groups(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
-                        const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out,
-                        int64_t out_stride) {
-  const auto* w = static_cast<const uint8_t*>(weights);
-  const auto* act = static_cast<const uint8_t*>(activations);
-  const int64_t n_groups = (n_act_rows + Kernel::kMaxRows - 1) / Kernel::kMaxRows;
-  for (int64_t g = 0, r = 0; g < n_groups; ++g) {
-    const int64_t n_group = (n_act_rows - r) / (n_groups - g);
-    for (int64_t i = 0; i < n_weight_rows; ++i) {
-      rows_remaining<Kernel, Kernel::kMaxRows>(n, w + static_cast<size_t>(i) * weight_row_bytes,
-                                               act + static_cast<size_t>(r) * act_row_bytes, act_row_bytes, n_group,
-                                               out + r * out_stride + i, out_stride);
-    }
-    r += n_group;
-  }
 }
 
 // ---- one row and tiles, blocks of 32 ----
@@ -280,7 +245,7 @@ struct DotBlock32 {
                    const void* activations, size_t act_row_bytes, int64_t n_act_rows, float* out, int64_t out_stride) {
     const int64_t n_blocks = n / q::kBlock32;
     if (n_blocks > kMaxConvertedBlocks) {
-      tile_by_row_groups<DotBlock32>(n, weights, weight_row_bytes, n_weight_rows, activations, act_row_bytes,
+      tiles::tile_by_row_groups<DotBlock32>(n, weights, weight_row_bytes, n_weight_rows, activations, act_row_bytes,
                                      n_act_rows, out, out_stride);
       return;
     }
@@ -830,7 +795,7 @@ PanelKernel panel_kernel(DType weight_type) {
 
 template <typename Kernel>
 VecDotKernel make_kernel(PanelKernel panel) {
-  return {Kernel::one, tile_by_row_groups<Kernel>, panel};
+  return {Kernel::one, tiles::tile_by_row_groups<Kernel>, panel};
 }
 
 template <typename Type>
