@@ -223,8 +223,8 @@ struct CompactColumn {
 constexpr CompactColumn kCompactColumns[] = {
     {"workload", false}, {"spec", false}, {"rollback", false}, {"k", true}, {"slots", true},
     {"tok/s (min–max)", true}, {"vs plain", true}, {"TPOT p50/p90/p99 ms", true}, {"TTFT p50 ms", true},
-    {"acceptance", true}, {"accepted/round", true}, {"spec/plain steps", true}, {"state MiB", true}, {"written KiB/round", true},
-    {"copied KiB/round", true}, {"identical", false}};
+    {"acceptance", true}, {"accepted/round", true}, {"spec/plain steps", true}, {"state MiB", true},
+    {"written KiB/round", true}, {"copied KiB/round", true}, {"identical", false}};
 constexpr size_t kIdentityColumns = 5;  // workload … slots; an error row shows these, then its error
 
 std::string or_dash(std::optional<double> value) { return value ? format_short(*value) : "-"; }

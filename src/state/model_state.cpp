@@ -95,8 +95,8 @@ Transaction::~Transaction() {
 namespace {
 
 // The snapshot policy's planes per slot: one per token a transaction may run, the current state among them
-// (llama.cpp's 1 + n_rs_seq for n_rs_seq draft positions); one plane for every other policy.
-// (llama.cpp's 1 + n_rs_seq for n_rs_seq draft positions); replay with a working copy keeps it as plane 1.
+// (llama.cpp's 1 + n_rs_seq for n_rs_seq draft positions); replay with a working copy keeps it as plane 1; one
+// plane otherwise.
 int planes_for(const StateOptions& options) {
   if (options.max_txn_tokens == 0) return 1;
   if (options.policy == RollbackPolicy::snapshot) return static_cast<int>(options.max_txn_tokens);
@@ -479,10 +479,11 @@ void ModelState::roll_back(int slot) {
   if (options_.policy == RollbackPolicy::snapshot && has_recurrent_layers() &&
       txn.txn_tokens == recurrent_.n_planes()) {
     // The plane of the state before the transaction was overwritten: nothing to go back to.
+    ++counters_[slot].rollbacks;
+    counters_[slot].tokens_rolled_back += txn.txn_tokens;
     txn.txn_open = false;
     txn.txn_tokens = 0;
     txn.state_lost = true;
-    ++counters_[slot].rollbacks;
     return;
   }
   auto result = commit(slot, 0);

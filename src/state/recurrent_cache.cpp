@@ -7,7 +7,10 @@
 namespace rwd::state {
 
 RecurrentCache::RecurrentCache(std::vector<RecurrentSpec> layers, int n_slots, int n_planes)
-    : layers_(std::move(layers)), n_slots_(n_slots), n_planes_(n_planes), current_plane_(n_slots > 0 ? n_slots : 0, 0) {
+    : layers_(std::move(layers)),
+      n_slots_(n_slots),
+      n_planes_(n_planes),
+      current_plane_(static_cast<size_t>(std::max(n_slots, 0)), 0) {
   REWIND_CHECK(n_slots > 0, "RecurrentCache needs at least one slot, got {}", n_slots);
   REWIND_CHECK(n_planes > 0, "RecurrentCache needs at least one plane per slot, got {}", n_planes);
   for (const RecurrentSpec& spec : layers_) {

@@ -35,13 +35,6 @@ REWIND_INLINE float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Lane j = value j of a 32-value block: byte i of qs holds value i (low nibble) and value i + 16 (high).
-REWIND_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
 // Lane i = the sum of the 8 lanes of d[i].
 REWIND_INLINE __m256i transpose_sum(const __m256i (&d)[8]) {
   const __m256i low4 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
@@ -96,26 +89,6 @@ struct UnpackQ5_1 {
     return _mm256_or_si256(unpack_nibbles(w.qs), high);
   }
 };
-
-// The fp16 field at `first` and at the same offset of the next count - 1 <= 7 blocks (stride bytes apart) as
-// floats; lanes from count on are 0.
-REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) {
-  const auto* p = static_cast<const uint8_t*>(first);
-  auto half_at = [p, stride](int j) {
-    uint16_t h;
-    std::memcpy(&h, p + static_cast<size_t>(j) * stride, sizeof(h));
-    return static_cast<int>(h);
-  };
-  __m128i v = _mm_cvtsi32_si128(half_at(0));
-  if (count > 1) v = _mm_insert_epi16(v, half_at(1), 1);
-  if (count > 2) v = _mm_insert_epi16(v, half_at(2), 2);
-  if (count > 3) v = _mm_insert_epi16(v, half_at(3), 3);
-  if (count > 4) v = _mm_insert_epi16(v, half_at(4), 4);
-  if (count > 5) v = _mm_insert_epi16(v, half_at(5), 5);
-  if (count > 6) v = _mm_insert_epi16(v, half_at(6), 6);
-  if (count > 7) v = _mm_insert_epi16(v, half_at(7), 7);
-  return _mm256_cvtph_ps(v);
-}
 
 template <typename Unpack>
 struct DotBlock32 {

@@ -88,6 +88,45 @@ REWIND_INLINE __m256i spread_bits(const uint8_t* qh) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit_of_lane), bit_of_lane);
 }
 
+// Lane j = value j of a 32-value block: byte i of qs holds value i (low nibble) and value i + 16 (high).
+REWIND_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// The fp16 field at `first` and at the same offset of the next count - 1 <= 7 blocks (stride bytes apart) as
+// floats; lanes from count on are 0.
+REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) {
+  const auto* p = static_cast<const uint8_t*>(first);
+  auto half_at = [p, stride](int j) {
+    uint16_t h;
+    std::memcpy(&h, p + static_cast<size_t>(j) * stride, sizeof(h));
+    return static_cast<int>(h);
+  };
+  __m128i v = _mm_cvtsi32_si128(half_at(0));
+  if (count > 1) v = _mm_insert_epi16(v, half_at(1), 1);
+  if (count > 2) v = _mm_insert_epi16(v, half_at(2), 2);
+  if (count > 3) v = _mm_insert_epi16(v, half_at(3), 3);
+  if (count > 4) v = _mm_insert_epi16(v, half_at(4), 4);
+  if (count > 5) v = _mm_insert_epi16(v, half_at(5), 5);
+  if (count > 6) v = _mm_insert_epi16(v, half_at(6), 6);
+  if (count > 7) v = _mm_insert_epi16(v, half_at(7), 7);
+  return _mm256_cvtph_ps(v);
+}
+
+// Panels: lanes r < n_rows (of 8, one per activation row) of v to out[r * out_stride].
+REWIND_INLINE void store_rows(__m256 v, int64_t n_rows, float* out, int64_t out_stride) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  for (int64_t r = 0; r < n_rows; ++r) out[r * out_stride] = lanes[r];
+}
+
+// Panels: f(weight fp16 scale) times the 8 rows' float scales; lane r is the one-row kernel's scalar product.
+REWIND_INLINE __m256 row_scales(uint16_t weight_scale, const float* panel_scales) {
+  return _mm256_mul_ps(_mm256_set1_ps(half_to_float(weight_scale)), _mm256_loadu_ps(panel_scales));
+}
+
 // The eight 6-bit scales and mins of a q4_K / q5_K block (layout in tensor/quant/blocks.h), one per byte.
 REWIND_INLINE void unpack_k_scales(const uint8_t* packed, uint64_t& scales, uint64_t& mins) {
   uint32_t word[3];

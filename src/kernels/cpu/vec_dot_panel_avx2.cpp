@@ -140,18 +140,6 @@ void pack_q8_k(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, vo
 
 REWIND_INLINE __m256i ones16() { return _mm256_set1_epi16(1); }
 
-// Lanes r < n_rows of v to out[r * out_stride].
-REWIND_INLINE void store_rows(__m256 v, int64_t n_rows, float* out, int64_t out_stride) {
-  alignas(32) float lanes[kRows];
-  _mm256_store_ps(lanes, v);
-  for (int64_t r = 0; r < n_rows; ++r) out[r * out_stride] = lanes[r];
-}
-
-// f(weight fp16 scale) times the 8 rows' float scales: lane r is the one-row kernel's scalar product.
-REWIND_INLINE __m256 row_scales(uint16_t weight_scale, const float* panel_scales) {
-  return _mm256_mul_ps(_mm256_set1_ps(half_to_float(weight_scale)), _mm256_loadu_ps(panel_scales));
-}
-
 // ---- blocks of 32: q4_0, q5_0 (against PanelQ8_0), q4_1, q5_1 (against PanelQ8_1) ----
 //
 // The weight block is unpacked once to its 32 values, unsigned (q4: 0..15, q5: 0..31), so maddubs needs no

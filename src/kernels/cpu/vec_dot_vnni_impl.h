@@ -31,12 +31,16 @@ namespace {
 
 using tensor::DType;
 namespace q = tensor::quant;
+using avx2::gather_halves;
 using avx2::half_to_float;
 using avx2::hsum_i32;
 using avx2::load256;
+using avx2::row_scales;
 using avx2::spread_bits;
+using avx2::store_rows;
 using avx2::sum_chains;
 using avx2::unpack_k_scales;
+using avx2::unpack_nibbles;
 
 constexpr int kRows = kPanelRows;
 
@@ -44,11 +48,6 @@ constexpr int kRows = kPanelRows;
 //
 // unsigned_values: the 32 values as u8 lanes (lane j = value j), each = signed value + (1 << kOffsetShift) for
 // the symmetric types; signed_values: the signed values as int8 (symmetric types only).
-
-REWIND_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0F));
-}
 
 struct TypeQ4_0 {
   using Block = q::BlockQ4_0;
@@ -95,26 +94,6 @@ struct TypeQ5_1 {
     return _mm256_or_si256(unpack_nibbles(w.qs), _mm256_and_si256(spread_bits(w.qh), _mm256_set1_epi8(0x10)));
   }
 };
-
-// The fp16 field at `first` and at the same offset of the next count - 1 <= 7 blocks (stride bytes apart) as
-// floats; lanes from count on are 0.
-REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) {
-  const auto* p = static_cast<const uint8_t*>(first);
-  auto half_at = [p, stride](int j) {
-    uint16_t h;
-    std::memcpy(&h, p + static_cast<size_t>(j) * stride, sizeof(h));
-    return static_cast<int>(h);
-  };
-  __m128i v = _mm_cvtsi32_si128(half_at(0));
-  if (count > 1) v = _mm_insert_epi16(v, half_at(1), 1);
-  if (count > 2) v = _mm_insert_epi16(v, half_at(2), 2);
-  if (count > 3) v = _mm_insert_epi16(v, half_at(3), 3);
-  if (count > 4) v = _mm_insert_epi16(v, half_at(4), 4);
-  if (count > 5) v = _mm_insert_epi16(v, half_at(5), 5);
-  if (count > 6) v = _mm_insert_epi16(v, half_at(6), 6);
-  if (count > 7) v = _mm_insert_epi16(v, half_at(7), 7);
-  return _mm256_cvtph_ps(v);
-}
 
 // ---- one row and tiles, blocks of 32 ----
 //
@@ -546,18 +525,6 @@ void pack_q8_k(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, vo
       }
     }
   }
-}
-
-// Lanes r < n_rows of v to out[r * out_stride].
-REWIND_INLINE void store_rows(__m256 v, int64_t n_rows, float* out, int64_t out_stride) {
-  alignas(32) float lanes[kRows];
-  _mm256_store_ps(lanes, v);
-  for (int64_t r = 0; r < n_rows; ++r) out[r * out_stride] = lanes[r];
-}
-
-// f(weight fp16 scale) times the 8 rows' float scales: lane r is the one-row kernel's scalar product.
-REWIND_INLINE __m256 row_scales(uint16_t weight_scale, const float* panel_scales) {
-  return _mm256_mul_ps(_mm256_set1_ps(half_to_float(weight_scale)), _mm256_loadu_ps(panel_scales));
 }
 
 // The dots of 32 unsigned weight values (lanes in order) with the rows of a Panel32, not yet joined: lane r of
