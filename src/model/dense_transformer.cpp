@@ -191,6 +191,13 @@ Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTe
     auto name = [il](TensorKind kind) { return gguf::tensor_name(kind, il); };
     REWIND_ASSIGN_OR_RETURN(lw.attn_norm, binder.vector(name(TensorKind::attn_norm), n_embd));
     REWIND_RETURN_IF_ERROR(bind_attention_projections(binder, hp, il, lw));
+    if (set.qkv_bias) {
+      const int64_t kv_width = hp.n_head_kv * hp.head_dim;
+      const auto bias = [il](TensorKind kind) { return gguf::tensor_name(kind, il, gguf::TensorSuffix::bias); };
+      REWIND_ASSIGN_OR_RETURN(lw.attn_q_bias, binder.floats(bias(TensorKind::attn_q), {hp.n_head * hp.head_dim}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_k_bias, binder.floats(bias(TensorKind::attn_k), {kv_width}));
+      REWIND_ASSIGN_OR_RETURN(lw.attn_v_bias, binder.floats(bias(TensorKind::attn_v), {kv_width}));
+    }
     if (set.qk_norm) {
       REWIND_ASSIGN_OR_RETURN(lw.attn_q_norm, binder.vector(name(TensorKind::attn_q_norm), hp.head_dim));
       REWIND_ASSIGN_OR_RETURN(lw.attn_k_norm, binder.vector(name(TensorKind::attn_k_norm), hp.head_dim));

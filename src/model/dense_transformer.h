@@ -1,4 +1,4 @@
-// Shared loading for the dense transformer families (llama, qwen3, gemma3): the metadata they have in
+// Shared loading for the dense transformer families (llama, qwen2, qwen3, gemma3): the metadata they have in
 // common and the per-layer tensors they share. Each arch file adds what is its own.
 #pragma once
 
@@ -15,6 +15,7 @@ namespace rwd::model {
 struct DenseTensorSet {
   bool qk_norm = false;
   bool post_norms = false;
+  bool qkv_bias = false;
 };
 
 // Reads <arch>.embedding_length, block_count, rms epsilon, context_length and the vocabulary size: what

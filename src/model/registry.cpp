@@ -6,9 +6,9 @@
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 11>& registry() {
-  static const std::array<const ArchInfo*, 11> rows = {
-      &arch::llama(),     &arch::qwen3(), &arch::gemma3(), &arch::qwen35(),        &arch::qwen35moe(), &arch::qwen3next(),
+const std::array<const ArchInfo*, 12>& registry() {
+  static const std::array<const ArchInfo*, 12> rows = {
+      &arch::llama(),     &arch::qwen2(), &arch::qwen3(), &arch::gemma3(), &arch::qwen35(),        &arch::qwen35moe(), &arch::qwen3next(),
       &arch::lfm2(),      &arch::mamba2(), &arch::granitehybrid(), &arch::falcon_h1(), &arch::kimi_linear()};
   return rows;
 }

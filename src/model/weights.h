@@ -14,6 +14,9 @@ struct LayerWeights {
   tensor::Tensor attn_k;
   tensor::Tensor attn_v;
   tensor::Tensor attn_output;
+  tensor::Tensor attn_q_bias;  // "attn_q.bias" (qwen2), like attn_k_bias and attn_v_bias: added after the projection
+  tensor::Tensor attn_k_bias;
+  tensor::Tensor attn_v_bias;
   tensor::Tensor attn_q_norm;
   tensor::Tensor attn_k_norm;
   tensor::Tensor attn_post_norm;

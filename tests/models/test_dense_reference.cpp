@@ -1,4 +1,4 @@
-// The dense architectures (llama, qwen3, gemma3) against an independent float64 forward written here
+// The dense architectures (llama, qwen2, qwen3, gemma3) against an independent float64 forward written here
 // straight from the model definitions (no code shared with src/model), on generated random-weight models.
 // Also checks the invariants exactness rests on: prefill and token-by-token decode give bit-identical
 // logits (batch invariance), and two slots in one batch give exactly what each gives alone.
@@ -80,7 +80,8 @@ void rope(std::vector<double>& x, int64_t n_head, int64_t head_dim, int64_t pos,
 std::vector<std::vector<double>> reference_forward(const RefConfig& c, const RefWeights& w, const std::vector<int32_t>& tokens) {
   const bool gemma = c.arch == "gemma3";
   const bool neox = c.arch != "llama";
-  const bool qk_norm = c.arch != "llama";
+  const bool qk_norm = c.arch == "qwen3" || gemma;
+  const bool qkv_bias = c.arch == "qwen2";
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<std::vector<double>> x(n);
   for (int64_t t = 0; t < n; ++t) {
@@ -99,6 +100,15 @@ std::vector<std::vector<double>> reference_forward(const RefConfig& c, const Ref
       queries[t] = matvec(w, name("attn_q"), h);
       keys[t] = matvec(w, name("attn_k"), h);
       values[t] = matvec(w, name("attn_v"), h);
+      if (qkv_bias) {
+        auto add_bias = [&](std::vector<double>& y, const char* s) {
+          const Matrix& b = w.tensors.at("blk." + std::to_string(il) + "." + s + ".bias");
+          for (size_t i = 0; i < y.size(); ++i) y[i] += b[i];
+        };
+        add_bias(queries[t], "attn_q");
+        add_bias(keys[t], "attn_k");
+        add_bias(values[t], "attn_v");
+      }
       if (qk_norm) {
         for (int64_t hh = 0; hh < c.n_head; ++hh) rms_norm(queries[t], hh * c.head_dim, c.head_dim, w.tensors.at(name("attn_q_norm")), c.eps);
         for (int64_t hh = 0; hh < c.n_head_kv; ++hh) rms_norm(keys[t], hh * c.head_dim, c.head_dim, w.tensors.at(name("attn_k_norm")), c.eps);
@@ -271,7 +281,7 @@ TEST_P(DenseReference, BadBatchesAreRejectedWithAReason) {
   EXPECT_NE(ctx.forward(batch, model_state, logits).message().find("exceeds"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, DenseReference, ::testing::Values("llama", "qwen3", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, DenseReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
 
 }  // namespace
 }  // namespace rwd

@@ -15,6 +15,7 @@ namespace {
 // Architecture → the test that checks it against a reference nobody here wrote or computed with shared code.
 const std::map<std::string, std::string> kReferenceTests = {
     {"llama", "test_dense_reference (float64 forward) + test_real_models (SmolLM2 vs llama.cpp)"},
+    {"qwen2", "test_dense_reference (float64 forward) + test_real_models (Qwen2.5-Coder 0.5B/1.5B vs llama.cpp)"},
     {"qwen3", "test_golden (llama.cpp golden) + test_dense_reference"},
     {"gemma3", "test_dense_reference (float64 forward) + test_real_models (Gemma 3 vs llama.cpp)"},
     {"qwen35", "test_golden (llama.cpp golden for qwen35-tiny-f32)"},

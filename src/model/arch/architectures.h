@@ -6,6 +6,7 @@
 namespace rwd::model::arch {
 
 const ArchInfo& llama();
+const ArchInfo& qwen2();
 const ArchInfo& qwen3();
 const ArchInfo& gemma3();
 const ArchInfo& qwen35();

@@ -9,6 +9,16 @@
 #include "model/blocks/buffers.h"
 
 namespace rwd::model::blocks {
+namespace {
+
+// rows[t][i] += bias[i] for each of n_rows rows of `width`: per token, so batching leaves each token's sum alone.
+void add_row_bias(float* rows, const float* bias, int64_t n_rows, int64_t width) {
+  for (int64_t t = 0; t < n_rows; ++t) {
+    for (int64_t i = 0; i < width; ++i) rows[t * width + i] += bias[i];
+  }
+}
+
+}  // namespace
 
 void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float* k, const float* v, float* mixed,
                   const kernels::cpu::AttentionParams& params) {
@@ -43,6 +53,11 @@ void attention(const Model& model, ForwardContext& ctx, int il, const float* x, 
   float* v = ctx.buffer(kBufferV, n_tokens * kv_width);        // [n_tokens, n_head_kv, head_dim]
   float* mixed = ctx.buffer(kBufferAttnOut, n_tokens * q_width);  // [n_tokens, n_head, head_dim]
   kernels::cpu::matmul_shared_input({{&lw.attn_q, q}, {&lw.attn_k, k}, {&lw.attn_v, v}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
+  if (lw.attn_q_bias.data != nullptr) {
+    add_row_bias(q, lw.attn_q_bias.f32(), n_tokens, q_width);
+    add_row_bias(k, lw.attn_k_bias.f32(), n_tokens, kv_width);
+    add_row_bias(v, lw.attn_v_bias.f32(), n_tokens, kv_width);
+  }
 
   if (hp.qk_norm) {
     kernels::cpu::rms_norm(q, lw.attn_q_norm.f32(), q, n_tokens * hp.n_head, hp.head_dim, hp.rms_eps);

@@ -1,5 +1,5 @@
-// Generators for the dense transformer families (llama, qwen3, gemma3): one shape table, the same tensor
-// set with each family's extras (q/k norms, sandwich norms, sliding window).
+// Generators for the dense transformer families (llama, qwen2, qwen3, gemma3): one shape table, the same
+// tensor set with each family's extras (q/k/v biases, q/k norms, sandwich norms, sliding window).
 #include <fmt/format.h>
 
 #include "gguf/keys.h"
@@ -20,13 +20,16 @@ struct ArchRecipe {
   DenseShape small;
   bool qk_norm;
   bool post_norms;
+  bool qkv_bias;
 };
 
 // small shapes follow ../shared/research/peer-speed.md where it lists one, so figures are comparable.
 constexpr ArchRecipe kDenseRecipes[] = {
-    {"llama", {128, 2, 4, 2, 32, 384, 512, false}, {768, 12, 12, 4, 64, 2048, 16384, false}, false, false},
-    {"qwen3", {128, 2, 4, 2, 32, 384, 512, false}, {768, 2, 8, 4, 64, 1536, 16384, false}, true, false},
-    {"gemma3", {128, 6, 2, 1, 64, 384, 512, true}, {640, 6, 4, 1, 256, 2048, 16384, true}, true, true},
+    {"llama", {128, 2, 4, 2, 32, 384, 512, false}, {768, 12, 12, 4, 64, 2048, 16384, false}, false, false, false},
+    // qwen2 small: Qwen2.5-0.5B's trunk (14 q / 2 kv heads of 64, FFN 4864) with the presets' vocabulary.
+    {"qwen2", {128, 2, 4, 2, 32, 384, 512, false}, {896, 24, 14, 2, 64, 4864, 16384, false}, false, false, true},
+    {"qwen3", {128, 2, 4, 2, 32, 384, 512, false}, {768, 2, 8, 4, 64, 1536, 16384, false}, true, false, false},
+    {"gemma3", {128, 6, 2, 1, 64, 384, 512, true}, {640, 6, 4, 1, 256, 2048, 16384, true}, true, true, false},
 };
 
 // splitmix64: small, fast and the same on every platform, so a seed names one model everywhere.
@@ -60,6 +63,13 @@ Status write_dense(const ArchRecipe& recipe, const SyntheticModelOptions& option
     maker.matrix(name(gguf::TensorKind::attn_k), kv_width, s.n_embd, 1.0f);
     maker.matrix(name(gguf::TensorKind::attn_v), kv_width, s.n_embd, 1.0f);
     maker.matrix(name(gguf::TensorKind::attn_output), s.n_embd, q_width, 1.0f);
+    if (recipe.qkv_bias) {
+      // Biases as large as the projected values, so a bias left out or added twice is plain in the logits.
+      const auto bias = [il](gguf::TensorKind kind) { return gguf::tensor_name(kind, il, gguf::TensorSuffix::bias); };
+      maker.uniform(bias(gguf::TensorKind::attn_q), {q_width}, -1.0f, 1.0f);
+      maker.uniform(bias(gguf::TensorKind::attn_k), {kv_width}, -1.0f, 1.0f);
+      maker.uniform(bias(gguf::TensorKind::attn_v), {kv_width}, -1.0f, 1.0f);
+    }
     if (recipe.qk_norm) {
       maker.norm(name(gguf::TensorKind::attn_q_norm), s.head_dim);
       maker.norm(name(gguf::TensorKind::attn_k_norm), s.head_dim);
@@ -92,6 +102,10 @@ const ArchRecipe& recipe_for(const char* arch) {
 
 Status write_llama(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
   return write_dense(recipe_for("llama"), options, writer, maker);
+}
+
+Status write_qwen2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
+  return write_dense(recipe_for("qwen2"), options, writer, maker);
 }
 
 Status write_qwen3(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {

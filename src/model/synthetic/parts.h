@@ -108,6 +108,7 @@ std::vector<bool> printable_rows(int64_t n_vocab);
 
 // One generator per architecture: writes keys and tensors for options.preset into writer.
 Status write_llama(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_qwen2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_qwen3(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_gemma3(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);

@@ -17,6 +17,7 @@ struct Generator {
 
 constexpr Generator kGenerators[] = {
     {"llama", synthetic::write_llama},
+    {"qwen2", synthetic::write_qwen2},
     {"qwen3", synthetic::write_qwen3},
     {"gemma3", synthetic::write_gemma3},
     {"qwen35", synthetic::write_qwen35},
