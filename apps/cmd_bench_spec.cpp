@@ -130,7 +130,10 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
     engine_options.spec.draft_min = 1;
     engine_options.spec.rollback = config.rollback;
     engine_options.spec.adaptive = options.adaptive;
-    if (config.spec == "draft") engine_options.spec.draft_model = options.draft_model;
+    if (config.spec == "draft") {
+      engine_options.spec.draft_model = options.draft_model;
+      engine_options.spec.draft_vocab = options.draft_vocab;
+    }
     engine_options.spec.oracle_error_rate = options.oracle_error_rate;
   }
   if (config.spec == "oracle" && !oracle_ids) return Status::error("--spec oracle needs the plain run's output first");
@@ -245,6 +248,7 @@ std::string command_line(const BenchSpecOptions& options) {
                                     options.model, options.prompts, options.spec, options.rollback, options.draft_max,
                                     options.slots, options.reps, options.n_gen, options.n_threads, options.n_ctx);
   if (!options.draft_model.empty()) command += " --draft-model " + options.draft_model;
+  if (options.draft_vocab > 0) command += fmt::format(" --draft-vocab {}", options.draft_vocab);
   if (options.max_prompts > 0) command += fmt::format(" --max-prompts {}", options.max_prompts);
   if (!options.adaptive) command += " --fixed-draft";
   if (options.chat) command += " --chat";
@@ -373,6 +377,7 @@ void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_c
   CLI::App* cmd = bench.add_subcommand("spec", "speculative decoding grid against plain decoding, with a report");
   cmd->add_option("-m,--model", options.model, "GGUF model file")->required();
   cmd->add_option("--draft-model", options.draft_model, "draft model for --spec draft");
+  cmd->add_option("--draft-vocab", options.draft_vocab, "--spec draft: the draft scores only token ids below N (0: all)");
   options.prompts = "bench/prompts/code.jsonl,bench/prompts/prose.jsonl,bench/prompts/knowledge.jsonl";
   cmd->add_option("--prompts", options.prompts, "JSONL prompt files ({\"prompt\": ...} per line), one workload each")
       ->capture_default_str();

@@ -38,21 +38,24 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
+// The text -p (and --chat) asks for, as it is tokenized: special tokens spelled out.
+Result<std::string> prompt_text(const Engine& engine, const RunOptions& options) {
+  if (!options.chat) return options.prompt;
+  std::vector<ChatMessage> messages;
+  if (!options.system.empty()) messages.push_back({"system", options.system});
+  messages.push_back({"user", options.prompt});
+  return engine.format_chat(messages);
+}
+
 Result<std::vector<int32_t>> build_prompt(const Engine& engine, const RunOptions& options) {
   if (!options.prompt_ids.empty()) {
     if (!options.prompt.empty() || options.chat) return Status::error("--prompt-ids cannot be combined with -p or --chat");
     return parse_ids(options.prompt_ids);
   }
   if (options.prompt.empty()) return Status::error("no prompt: give -p TEXT or --prompt-ids 1,2,3");
-  if (options.chat) {
-    std::vector<ChatMessage> messages;
-    if (!options.system.empty()) messages.push_back({"system", options.system});
-    messages.push_back({"user", options.prompt});
-    REWIND_ASSIGN_OR_RETURN(std::string formatted, engine.format_chat(messages));
-    // Formatted chats never contain BOS as text; the tokenizer adds it where the model wants one.
-    return engine.tokenize(formatted, engine.add_bos_default(), /*parse_special=*/true);
-  }
-  return engine.tokenize(options.prompt, engine.add_bos_default(), /*parse_special=*/true);
+  REWIND_ASSIGN_OR_RETURN(std::string text, prompt_text(engine, options));
+  // Formatted chats never contain BOS as text; the tokenizer adds it where the model wants one.
+  return engine.tokenize(text, engine.add_bos_default(), /*parse_special=*/true);
 }
 
 const char* finish_name(FinishReason reason) {
@@ -226,6 +229,8 @@ int run(RunOptions& options) {
       out["model"] = {{"architecture", engine.info().architecture}, {"name", engine.info().name}};
       if (outputs.size() > 1) out["prompt_index"] = i;
       out["prompt_ids"] = output.request.prompt_ids;
+      // The prompt as tokenized, special tokens spelled out, so another engine can be handed the same prompt.
+      if (outputs.size() == 1 && !options.prompt.empty()) out["prompt_text"] = *prompt_text(engine, options);
       out["ids"] = output.ids;
       out["text"] = output.text;
       out["finish_reason"] = finish_name(output.finish_reason);

@@ -49,6 +49,7 @@ void register_mkmodel(CLI::App& app, MkModelOptions& options, int& exit_code);
 struct BenchSpecOptions {
   std::string model;
   std::string draft_model;
+  int64_t draft_vocab = 0;
   std::string prompts;                                // JSONL files, comma-separated: one workload each
   std::string spec = "ngram";                         // proposers, comma-separated
   std::string rollback = "replay,snapshot,checkpoint";

@@ -52,6 +52,10 @@ void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::st
   cmd.add_option("--draft-model", spec.draft_model, "draft model for --spec draft (same vocabulary)");
   cmd.add_option("--draft-max", spec.draft_max, "most tokens drafted per round")->capture_default_str();
   cmd.add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
+  cmd.add_option("--draft-vocab", spec.draft_vocab,
+                 "--spec draft: the draft scores only token ids below N, the frequent ones of a BPE vocabulary "
+                 "(less to read per draft token; output unchanged; 0: all)")
+      ->capture_default_str();
   cmd.add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
       ->capture_default_str();
   cmd.add_option("--rewind-depth", engine.rewind_depth,

@@ -19,6 +19,7 @@ struct SpecOptions {
   std::string draft_model;         // draft: a GGUF with the target's vocabulary
   int draft_max = 8;               // most tokens drafted per round
   int draft_min = 1;               // fewest, when the policy drafts at all
+  int64_t draft_vocab = 0;         // draft: score only token ids below this (0: the whole vocabulary)
   std::string rollback = "replay";  // replay | snapshot | checkpoint | none
   int ngram_min = 1;               // ngram: lookup sizes, longest first
   int ngram_max = 3;

@@ -11,9 +11,15 @@
 namespace rwd::model {
 
 ForwardContext::ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens)
-    : model_(model), pool_(pool), max_batch_tokens_(max_batch_tokens) {
+    : model_(model), pool_(pool), max_batch_tokens_(max_batch_tokens), logit_vocab_(model.hparams().n_vocab) {
   REWIND_CHECK(max_batch_tokens > 0, "max_batch_tokens must be positive, got {}", max_batch_tokens);
   hidden_.resize(static_cast<size_t>(max_batch_tokens * model.hparams().n_embd));
+}
+
+void ForwardContext::set_logit_vocab(int64_t n_vocab) {
+  REWIND_CHECK(n_vocab >= 1 && n_vocab <= model_.hparams().n_vocab, "logit vocabulary {} is outside 1 .. {}", n_vocab,
+               model_.hparams().n_vocab);
+  logit_vocab_ = n_vocab;
 }
 
 float* ForwardContext::buffer(int index, int64_t n_floats) {
@@ -135,8 +141,10 @@ void ForwardContext::finish(const Batch& batch, const tensor::Tensor& head, std:
     std::copy_n(hidden_.data() + i * hp.n_embd, hp.n_embd, logit_rows_.data() + r * hp.n_embd);
     ++r;
   }
-  logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
-  if (n_out > 0) kernels::cpu::matmul(head, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
+  logits.resize(static_cast<size_t>(n_out * logit_vocab_));
+  tensor::Tensor rows = head;  // the first logit_vocab_ rows: rows are contiguous
+  rows.ne[1] = logit_vocab_;
+  if (n_out > 0) kernels::cpu::matmul(rows, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
   if (hp.final_logit_softcap > 0.0f) {
     const float cap = hp.final_logit_softcap;
     for (float& value : logits) value = cap * std::tanh(value / cap);

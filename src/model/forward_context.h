@@ -38,6 +38,12 @@ class ForwardContext {
   Status forward_mtp(const Batch& batch, const float* hidden_in, state::ModelState& state, std::vector<float>& logits,
                      std::vector<float>& hidden_out);
 
+  // Logits of only the first n_vocab token ids from now on ([n_logit_rows, n_vocab]), 1 .. the model's vocabulary.
+  // A draft model's head over the frequent ids of a BPE vocabulary (ids follow merge order) reads a fraction of
+  // the output matrix; the drafts it cannot propose cost acceptance, never exactness.
+  void set_logit_vocab(int64_t n_vocab);
+  int64_t logit_vocab() const { return logit_vocab_; }
+
   // After forward(): the output-normed hidden rows of the whole batch, [n_tokens, n_embd], until the next call.
   const float* hidden_rows() const { return hidden_.data(); }
 
@@ -64,6 +70,7 @@ class ForwardContext {
   const Model& model_;
   ThreadPool& pool_;
   int64_t max_batch_tokens_;
+  int64_t logit_vocab_;
   const Batch* batch_ = nullptr;
   state::ModelState* state_ = nullptr;
   std::vector<SlotSpan> slot_spans_;

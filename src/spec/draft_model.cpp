@@ -15,6 +15,9 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
     return Status::errorf("{}: the draft model has {} tokens in its vocabulary, the target {}; they must match",
                           options.path, n_vocab, target_n_vocab);
   }
+  if (options.vocab > n_vocab) {
+    return Status::errorf("draft-vocab {} exceeds the draft model's vocabulary of {} tokens", options.vocab, n_vocab);
+  }
   state::StateOptions state_options{options.n_slots, options.n_ctx, options.policy, options.max_draft, 0};
   state_options.txn_working_copy = true;  // a draft round is max_draft one-token forwards of one transaction
   if (proposer->model_->recurrent_specs().size() > 0 && options.policy == state::RollbackPolicy::none) {
@@ -25,6 +28,7 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
                                                          proposer->model_->recurrent_specs(), state_options);
   proposer->forward_ = std::make_unique<model::ForwardContext>(*proposer->model_, pool,
                                                                std::max<int64_t>(options.n_batch, options.n_slots));
+  if (options.vocab > 0) proposer->forward_->set_logit_vocab(options.vocab);
   proposer->slots_.resize(static_cast<size_t>(options.n_slots));
   return proposer;
 }
@@ -38,7 +42,7 @@ void DraftModelProposer::reset_slot(int slot) {
 }
 
 DraftToken DraftModelProposer::pick(SlotState& slot, const ProposeRequest& request, const float* logits) {
-  const std::span<const float> row(logits, static_cast<size_t>(model_->hparams().n_vocab));
+  const std::span<const float> row(logits, static_cast<size_t>(forward_->logit_vocab()));
   if (request.sampling == nullptr || request.sampling->temperature == 0.0f) return {sampling::argmax(row), {}};
   if (!slot.sampler) {
     // The draft samples with the target's truncation and temperature but no penalties: q only needs to be
@@ -106,7 +110,7 @@ Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
       const size_t r = in_batch[row];
       const ProposeRequest& request = requests[r];
       SlotState& slot = slots_[request.slot];
-      drafts[r].push_back(pick(slot, request, logits_.data() + row * model_->hparams().n_vocab));
+      drafts[r].push_back(pick(slot, request, logits_.data() + row * forward_->logit_vocab()));
       const int64_t position = static_cast<int64_t>(request.tokens.size()) + step;
       // The last draft is never fed back: the target verifies it, and the next round starts after it.
       if (static_cast<int>(drafts[r].size()) < request.max_draft && position < state_->n_ctx() - 1) {

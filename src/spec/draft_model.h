@@ -25,6 +25,7 @@ struct DraftModelOptions {
   int64_t n_batch = 512;
   int max_draft = 8;
   state::RollbackPolicy policy = state::RollbackPolicy::replay;
+  int64_t vocab = 0;  // > 0: the draft scores only ids below this (the frequent ids of a BPE vocabulary)
 };
 
 class DraftModelProposer final : public Proposer {
