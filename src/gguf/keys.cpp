@@ -56,13 +56,15 @@ constexpr auto kArchKeys = std::to_array<std::pair<ArchKey, std::string_view>>({
     {ArchKey::attention_value_length_mla, "attention.value_length_mla"},
     {ArchKey::attention_kv_lora_rank, "attention.kv_lora_rank"},
     {ArchKey::attention_q_lora_rank, "attention.q_lora_rank"},
+    {ArchKey::attention_layer_norm_epsilon, "attention.layer_norm_epsilon"},
+    {ArchKey::moe_latent_size, "moe_latent_size"},
 });
 
 constexpr bool table_matches_enum() {
   for (size_t i = 0; i < kArchKeys.size(); ++i) {
     if (static_cast<size_t>(kArchKeys[i].first) != i) return false;
   }
-  return kArchKeys.back().first == ArchKey::attention_q_lora_rank;
+  return kArchKeys.back().first == ArchKey::moe_latent_size;
 }
 static_assert(table_matches_enum(), "kArchKeys must list every ArchKey once, in enum order");
 

@@ -79,6 +79,8 @@ enum class ArchKey {
   attention_value_length_mla,
   attention_kv_lora_rank,
   attention_q_lora_rank,
+  attention_layer_norm_epsilon,
+  moe_latent_size,
 };
 
 // The part after "<arch>.", e.g. "attention.head_count_kv".

@@ -80,13 +80,15 @@ constexpr auto kNames = std::to_array<NameRow>({
     {TensorKind::attn_kv_b, "attn_kv_b", true},
     {TensorKind::attn_k_b, "attn_k_b", true},
     {TensorKind::attn_v_b, "attn_v_b", true},
+    {TensorKind::ffn_latent_down, "ffn_latent_down", true},
+    {TensorKind::ffn_latent_up, "ffn_latent_up", true},
 });
 
 constexpr bool table_matches_enum() {
   for (size_t i = 0; i < kNames.size(); ++i) {
     if (static_cast<size_t>(kNames[i].kind) != i) return false;
   }
-  return kNames.back().kind == TensorKind::attn_v_b;
+  return kNames.back().kind == TensorKind::ffn_latent_up;
 }
 static_assert(table_matches_enum(), "kNames must list every TensorKind once, in enum order");
 

@@ -82,6 +82,9 @@ enum class TensorKind {
   attn_kv_b,
   attn_k_b,
   attn_v_b,
+  // Latent projections around the routed experts (Nemotron 3 Super).
+  ffn_latent_down,
+  ffn_latent_up,
 };
 
 // What follows the base name. Most tensors are ".weight"; qwen35 stores "blk.N.ssm_dt.bias" and a bare

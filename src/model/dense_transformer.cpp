@@ -28,13 +28,18 @@ Result<int64_t> positive(const gguf::GgufFile& file, const std::string& name) {
 
 }  // namespace
 
-Status load_trunk_hparams(const gguf::GgufFile& file, HParams& hp) {
+Status load_trunk_hparams(const gguf::GgufFile& file, HParams& hp, NormEpsKey eps_key) {
   REWIND_ASSIGN_OR_RETURN(hp.n_embd, positive(file, key(hp, ArchKey::embedding_length)));
   REWIND_ASSIGN_OR_RETURN(hp.n_layer, positive(file, key(hp, ArchKey::block_count)));
-  REWIND_ASSIGN_OR_RETURN(hp.rms_eps, file.get_f32(key(hp, ArchKey::attention_layer_norm_rms_epsilon)));
+  std::string eps_name = key(hp, ArchKey::attention_layer_norm_rms_epsilon);
+  if (eps_key == NormEpsKey::rms_or_layer_norm) {
+    const std::string layer_norm_name = key(hp, ArchKey::attention_layer_norm_epsilon);
+    if (!file.has(layer_norm_name)) return Status::errorf("{} is missing", layer_norm_name);
+    if (!file.has(eps_name)) eps_name = layer_norm_name;
+  }
+  REWIND_ASSIGN_OR_RETURN(hp.rms_eps, file.get_f32(eps_name));
   if (!(hp.rms_eps > 0.0f && hp.rms_eps < 1.0f)) {
-    return Status::errorf("{} is {}, expected a small positive number", key(hp, ArchKey::attention_layer_norm_rms_epsilon),
-                          hp.rms_eps);
+    return Status::errorf("{} is {}, expected a small positive number", eps_name, hp.rms_eps);
   }
   REWIND_ASSIGN_OR_RETURN(uint32_t n_ctx_train, file.get_u32_or(key(hp, ArchKey::context_length), 4096));
   hp.n_ctx_train = n_ctx_train;
@@ -52,8 +57,8 @@ Status load_trunk_hparams(const gguf::GgufFile& file, HParams& hp) {
   return Status::ok();
 }
 
-Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
-  REWIND_RETURN_IF_ERROR(load_trunk_hparams(file, hp));
+Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp, NormEpsKey eps_key) {
+  REWIND_RETURN_IF_ERROR(load_trunk_hparams(file, hp, eps_key));
   REWIND_ASSIGN_OR_RETURN(hp.n_head, positive(file, key(hp, ArchKey::attention_head_count)));
   hp.n_head_kv = hp.n_head;
   // A per-layer array (LFM2: 0 marks a convolution layer) is left to the architecture to read.
@@ -76,8 +81,10 @@ Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp) {
                             key(hp, ArchKey::attention_value_length), value_length, hp.head_dim, hp.arch);
     }
   }
-  // Optional here: mixture-of-experts files may give only the expert sizes; dense users check it.
-  if (file.has(key(hp, ArchKey::feed_forward_length))) {
+  // Optional here: mixture-of-experts files may give only the expert sizes; dense users check it. A per-layer
+  // array (nemotron_h: 0 marks a layer without FFN) is left to the architecture to read.
+  const gguf::Value* feed_forward_length = file.find(key(hp, ArchKey::feed_forward_length));
+  if (feed_forward_length != nullptr && feed_forward_length->type != gguf::ValueType::array) {
     REWIND_ASSIGN_OR_RETURN(hp.n_ff, positive(file, key(hp, ArchKey::feed_forward_length)));
   }
   REWIND_ASSIGN_OR_RETURN(uint32_t n_rot, file.get_u32_or(key(hp, ArchKey::rope_dimension_count),

@@ -18,17 +18,21 @@ struct DenseTensorSet {
   bool qkv_bias = false;
 };
 
+// Where the RMSNorm epsilon is read: attention.layer_norm_rms_epsilon (required), or, as llama.cpp's
+// nemotron_h loader, attention.layer_norm_epsilon (required) unless the rms key is also present.
+enum class NormEpsKey { rms, rms_or_layer_norm };
+
 // Reads <arch>.embedding_length, block_count, rms epsilon, context_length and the vocabulary size: what
 // every architecture has, attention or not (mamba2). The layers are left as attention layers.
-Status load_trunk_hparams(const gguf::GgufFile& file, HParams& hp);
+Status load_trunk_hparams(const gguf::GgufFile& file, HParams& hp, NormEpsKey eps_key = NormEpsKey::rms);
 
 // load_trunk_hparams, then <arch>.attention.head_count(_kv), key_length, feed_forward_length,
 // rms epsilon, rope base/scale/dimension count, context_length and the vocabulary size.
-Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp);
+Status load_dense_hparams(const gguf::GgufFile& file, HParams& hp, NormEpsKey eps_key = NormEpsKey::rms);
 
 // The layer pattern of the hybrids that write <arch>.attention.head_count_kv per layer (lfm2, granitehybrid,
-// kimi-linear): 0 marks a `recurrent` layer, any other count an attention layer; the attention layers must
-// share one count, which becomes hp.n_head_kv.
+// kimi-linear, nemotron_h): 0 marks a `recurrent` layer, any other count an attention layer; the attention
+// layers must share one count, which becomes hp.n_head_kv.
 Status load_layer_pattern(const gguf::GgufFile& file, HParams& hp, LayerKind recurrent);
 
 // The pieces every architecture binds the same way. token_embd, the final norm (output_norm, or LFM2's

@@ -12,7 +12,9 @@
 
 namespace rwd::model {
 
-enum class FfnActivation { silu, gelu_tanh };
+// silu and gelu_tanh gate the up projection (down(act(gate x) * up x)); relu_sqr has no gate:
+// down(relu(up x)²) (nemotron_h).
+enum class FfnActivation { silu, gelu_tanh, relu_sqr };
 enum class ExpertGating { softmax, sigmoid };
 
 // The mixer of a layer; the state module sizes each slot from the kinds (KV rows or recurrent state).
@@ -21,10 +23,11 @@ enum class LayerKind {
   gated_attention,  // attention with a per-head sigmoid output gate in q (qwen35, qwen3next)
   gated_delta,      // Gated DeltaNet (qwen35, qwen3next)
   short_conv,       // LFM2's gated short convolution
-  mamba2,           // Mamba2's selective state space mixer (mamba2, granitehybrid)
+  mamba2,           // Mamba2's selective state space mixer (mamba2, granitehybrid, nemotron_h)
   attention_mamba2, // attention and a Mamba2 mixer side by side on the same input (falcon-h1)
   kimi_delta,       // Kimi Delta Attention: the delta rule with a per-key-channel decay (kimi-linear)
   mla,              // multi-head latent attention: one compressed KV row per position (kimi-linear)
+  ffn,              // no mixer: the layer is only its FFN, and keeps no state (nemotron_h's MLP layers)
 };
 
 inline bool uses_kv(LayerKind kind) {

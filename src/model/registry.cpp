@@ -6,10 +6,11 @@
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 12>& registry() {
-  static const std::array<const ArchInfo*, 12> rows = {
-      &arch::llama(),     &arch::qwen2(), &arch::qwen3(), &arch::gemma3(), &arch::qwen35(),        &arch::qwen35moe(), &arch::qwen3next(),
-      &arch::lfm2(),      &arch::mamba2(), &arch::granitehybrid(), &arch::falcon_h1(), &arch::kimi_linear()};
+const std::array<const ArchInfo*, 14>& registry() {
+  static const std::array<const ArchInfo*, 14> rows = {
+      &arch::llama(),      &arch::qwen2(),          &arch::qwen3(),         &arch::gemma3(),    &arch::qwen35(),
+      &arch::qwen35moe(),  &arch::qwen3next(),      &arch::lfm2(),          &arch::mamba2(),    &arch::granitehybrid(),
+      &arch::falcon_h1(),  &arch::kimi_linear(),    &arch::nemotron_h(),    &arch::nemotron_h_moe()};
   return rows;
 }
 

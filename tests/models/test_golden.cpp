@@ -112,7 +112,8 @@ TEST_P(Golden, FullLogitsMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("qwen3-tiny-f32", "qwen35-tiny-f32", "qwen35moe-tiny-f32",
                                            "qwen3next-tiny-f32", "lfm2-tiny-f32", "mamba2-tiny-f32",
-                                           "granitehybrid-tiny-f32", "falcon-h1-tiny-f32", "kimi-linear-tiny-f32"),
+                                           "granitehybrid-tiny-f32", "falcon-h1-tiny-f32", "kimi-linear-tiny-f32",
+                                           "nemotron_h-tiny-f32", "nemotron_h_moe-tiny-f32"),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
                            std::string name = param_info.param.substr(0, param_info.param.find("-tiny"));
                            std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1

@@ -1,5 +1,5 @@
 // The invariants exact speculation rests on, for the hybrid models (qwen35, qwen35moe, qwen3next, lfm2, mamba2,
-// granitehybrid, falcon-h1, kimi-linear):
+// granitehybrid, falcon-h1, kimi-linear, nemotron_h, nemotron_h_moe):
 // a token's logits are bit-identical whether it is computed inside a prompt batch, alone, or beside another
 // slot's tokens; a slot's recurrent state is never touched by another slot's tokens (poisoned with 0x3e
 // bytes); and a reset slot starts a new sequence exactly like a fresh cache. CTest runs it once per kernel set
@@ -162,7 +162,8 @@ INSTANTIATE_TEST_SUITE_P(Models, HybridInvariance,
                                            Variant{"qwen35", "q5_k"}, Variant{"qwen35", "q6_k"},
                                            Variant{"mamba2", "f32"}, Variant{"granitehybrid", "q8_0"},
                                            Variant{"falcon-h1", "f32"}, Variant{"kimi-linear", "f32"},
-                                           Variant{"kimi-linear", "q8_0"}),
+                                           Variant{"kimi-linear", "q8_0"}, Variant{"nemotron_h", "f32"},
+                                           Variant{"nemotron_h", "q8_0"}, Variant{"nemotron_h_moe", "f32"}),
                          [](const ::testing::TestParamInfo<Variant>& param_info) {
                            std::string name = std::string(param_info.param.arch) + "_" + param_info.param.dtype;
                            std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1

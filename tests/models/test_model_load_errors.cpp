@@ -195,5 +195,42 @@ TEST_F(ModelLoadErrors, HybridsOfIssue6LoadAndRefuseBadFilesByName) {
                "blk.1.ssm_conv1d_v.weight");
 }
 
+// nemotron_h tiny is "MM*-M-": Mamba2, Mamba2, attention, MLP, Mamba2, MLP.
+TEST_F(ModelLoadErrors, NemotronHRefusesBadPatternsAndTensorsByName) {
+  EXPECT_EQ(load_edited({}, "nemotron_h"), "");
+  const auto expect_named = [](const std::string& message, const std::string& name) {
+    EXPECT_NE(message.find(name), std::string::npos) << "expected '" << name << "' in: " << message;
+    EXPECT_NE(message.find(".gguf: "), std::string::npos) << "names the file: " << message;
+  };
+  const std::string ff_key = "nemotron_h.feed_forward_length";
+  const auto set_ff = [ff_key](std::vector<int32_t> values) {
+    return [ff_key, values](gguf::GgufWriter& w) { w.set_i32_array(ff_key, values); };
+  };
+  // As llama.cpp's loader: layer_norm_epsilon is required even though the norms are RMS norms.
+  expect_named(load_edited({"nemotron_h.attention.layer_norm_epsilon", "", nullptr, "", "", 1}, "nemotron_h"),
+               "nemotron_h.attention.layer_norm_epsilon");
+  expect_named(load_edited({ff_key, "", set_ff({0, 0, 0, 384}), "", "", 1}, "nemotron_h"), ff_key);
+  // A layer with both a KV head count and an FFN width, and MLP layers of two widths.
+  expect_named(load_edited({ff_key, "", set_ff({0, 0, 384, 384, 0, 384}), "", "", 1}, "nemotron_h"), ff_key);
+  expect_named(load_edited({ff_key, "", set_ff({0, 0, 0, 384, 0, 256}), "", "", 1}, "nemotron_h"), ff_key);
+  expect_named(load_edited({"", "blk.3.ffn_down.weight", nullptr, "", "", 1}, "nemotron_h"), "blk.3.ffn_down.weight");
+  expect_named(load_edited({"", "", nullptr, "blk.5.ffn_up.weight", "", 1}, "nemotron_h"), "blk.5.ffn_up.weight");
+  expect_named(load_edited({"", "", add_tensor("blk.3.ffn_up.bias", {384}), "", "", 1}, "nemotron_h"),
+               "blk.3.ffn_up.bias");
+  expect_named(load_edited({"", "blk.4.ssm_norm.weight", nullptr, "", "", 1}, "nemotron_h"), "blk.4.ssm_norm.weight");
+  // The experts' variant: what it does not support (MTP blocks, latent experts) and a missing selection bias.
+  EXPECT_EQ(load_edited({}, "nemotron_h_moe"), "");
+  expect_named(load_edited({"", "", [](gguf::GgufWriter& w) { w.set_u32("nemotron_h_moe.nextn_predict_layers", 1); },
+                            "", "", 1}, "nemotron_h_moe"),
+               "nemotron_h_moe.nextn_predict_layers");
+  expect_named(load_edited({"", "", add_tensor("blk.3.ffn_latent_down.weight", {64, 128}), "", "", 1},
+                           "nemotron_h_moe"),
+               "blk.3.ffn_latent_down.weight");
+  expect_named(load_edited({"", "blk.5.exp_probs_b.bias", nullptr, "", "", 1}, "nemotron_h_moe"),
+               "blk.5.exp_probs_b.bias");
+  expect_named(load_edited({"", "blk.3.ffn_up_shexp.weight", nullptr, "", "", 1}, "nemotron_h_moe"),
+               "blk.3.ffn_up_shexp.weight");
+}
+
 }  // namespace
 }  // namespace rwd

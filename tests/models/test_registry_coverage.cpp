@@ -26,6 +26,8 @@ const std::map<std::string, std::string> kReferenceTests = {
     {"granitehybrid", "test_golden (llama.cpp golden for granitehybrid-tiny-f32) + test_mamba2_reference"},
     {"falcon-h1", "test_golden (llama.cpp golden for falcon-h1-tiny-f32)"},
     {"kimi-linear", "test_golden (llama.cpp golden for kimi-linear-tiny-f32) + test_kimi_reference (float64 forward)"},
+    {"nemotron_h", "test_golden (llama.cpp golden for nemotron_h-tiny-f32)"},
+    {"nemotron_h_moe", "test_golden (llama.cpp golden for nemotron_h_moe-tiny-f32)"},
 };
 
 TEST(RegistryCoverage, EveryArchitectureHasAReferenceTest) {

@@ -396,7 +396,7 @@ TEST_P(Rewind, BytesCountTheLaggingCheckpointAndRing) {
 std::vector<Param> params() {
   std::vector<Param> all;
   for (const char* model : {"qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid", "falcon-h1",
-                            "kimi-linear"}) {
+                            "kimi-linear", "nemotron_h", "nemotron_h_moe"}) {
     for (RollbackPolicy policy : {RollbackPolicy::replay, RollbackPolicy::snapshot, RollbackPolicy::checkpoint}) {
       all.push_back({model, policy});
     }

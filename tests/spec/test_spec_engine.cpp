@@ -1,6 +1,6 @@
 // Speculative decoding through the public Engine: for every proposer, every rollback policy and 1 or 4 slots,
-// on generated qwen35, qwen35moe, lfm2, mamba2, granitehybrid, falcon-h1 and kimi-linear models, greedy
-// output with speculation is the greedy output without it, token for token, with bit-identical
+// on generated qwen35, qwen35moe, lfm2, mamba2, granitehybrid, falcon-h1, kimi-linear, nemotron_h and
+// nemotron_h_moe models, greedy output with speculation is the greedy output without it, token for token, with bit-identical
 // log-probabilities at every emitted position (the reference is the same engine with speculation off, which
 // never opens a transaction). The oracle proposer is deliberately wrong at seeded positions, so rejections at
 // every draft depth happen; the stochastic tests check that sampling with speculation keeps the target's
@@ -211,7 +211,8 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (const std::string model : {"qwen35-tiny-f32.gguf", "qwen35moe-tiny-f32.gguf", "lfm2-tiny-f32.gguf",
                                   "mamba2-tiny-f32.gguf", "granitehybrid-tiny-f32.gguf", "falcon-h1-tiny-f32.gguf",
-                                  "kimi-linear-tiny-f32.gguf"}) {
+                                  "kimi-linear-tiny-f32.gguf", "nemotron_h-tiny-f32.gguf",
+                                  "nemotron_h_moe-tiny-f32.gguf"}) {
     for (const std::string mode : {"ngram", "draft", "mtp", "oracle"}) {
       if (mode == "mtp" && model.rfind("qwen35", 0) != 0) continue;  // only the qwen35 family has MTP layers
       for (const std::string rollback : {"replay", "snapshot", "checkpoint"}) {

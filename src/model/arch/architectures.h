@@ -17,5 +17,7 @@ const ArchInfo& mamba2();
 const ArchInfo& granitehybrid();
 const ArchInfo& falcon_h1();
 const ArchInfo& kimi_linear();
+const ArchInfo& nemotron_h();
+const ArchInfo& nemotron_h_moe();
 
 }  // namespace rwd::model::arch

@@ -9,6 +9,7 @@
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/matmul.h"
 #include "model/blocks/buffers.h"
+#include "model/blocks/ffn.h"
 
 namespace rwd::model::blocks {
 namespace {
@@ -70,6 +71,7 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   const int64_t n_tokens = ctx.n_tokens();
   const int64_t n_embd = hp.n_embd;
   const int64_t n_used = hp.n_expert_used;
+  const bool gated = hp.ffn_activation != FfnActivation::relu_sqr;
   const RouterParams router_params{hp.expert_gating, lw.ffn_exp_probs_b.valid() ? lw.ffn_exp_probs_b.f32() : nullptr,
                                    hp.expert_weights_norm, hp.expert_weights_scale};
 
@@ -97,24 +99,35 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     if (slots.empty()) continue;
     const int64_t n_rows = static_cast<int64_t>(slots.size());
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x + (slots[r] / n_used) * n_embd, n_embd, gathered + r * n_embd);
-    const tensor::Tensor expert_gate = tensor::matrix_slice(lw.ffn_gate_exps, e);
     const tensor::Tensor expert_up = tensor::matrix_slice(lw.ffn_up_exps, e);
-    kernels::cpu::matmul_shared_input({{&expert_gate, gate}, {&expert_up, up}}, gathered, n_rows, ctx.matmul_scratch(), ctx.pool());
-    kernels::cpu::swiglu(gate, up, gate, n_rows * hp.n_ff_exp);
+    if (gated) {
+      const tensor::Tensor expert_gate = tensor::matrix_slice(lw.ffn_gate_exps, e);
+      kernels::cpu::matmul_shared_input({{&expert_gate, gate}, {&expert_up, up}}, gathered, n_rows, ctx.matmul_scratch(),
+                                        ctx.pool());
+      kernels::cpu::swiglu(gate, up, gate, n_rows * hp.n_ff_exp);
+    } else {
+      kernels::cpu::matmul(expert_up, gathered, n_rows, gate, ctx.matmul_scratch(), ctx.pool());
+      relu_sqr(gate, n_rows * hp.n_ff_exp);
+    }
     kernels::cpu::matmul(tensor::matrix_slice(lw.ffn_down_exps, e), gate, n_rows, expert_out, ctx.matmul_scratch(), ctx.pool());
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(expert_out + r * n_embd, n_embd, routed + slots[r] * n_embd);
   }
 
   // Shared expert (when the layer has one), then the routed outputs added in routing order (a fixed order per
   // token): out = mix + shared, as llama.cpp adds ffn_shexp to ffn_moe_out.
-  const bool has_shared = lw.ffn_gate_shexp.valid();
+  const bool has_shared = lw.ffn_up_shexp.valid();
   if (has_shared) {
     float* shared_gate_up = ctx.buffer(kBufferGate, 2 * n_tokens * hp.n_ff_shexp);
     float* shared_gate = shared_gate_up;
     float* shared_up = shared_gate_up + n_tokens * hp.n_ff_shexp;
-    kernels::cpu::matmul_shared_input({{&lw.ffn_gate_shexp, shared_gate}, {&lw.ffn_up_shexp, shared_up}}, x, n_tokens,
-                                      ctx.matmul_scratch(), ctx.pool());
-    kernels::cpu::swiglu(shared_gate, shared_up, shared_gate, n_tokens * hp.n_ff_shexp);
+    if (gated) {
+      kernels::cpu::matmul_shared_input({{&lw.ffn_gate_shexp, shared_gate}, {&lw.ffn_up_shexp, shared_up}}, x, n_tokens,
+                                        ctx.matmul_scratch(), ctx.pool());
+      kernels::cpu::swiglu(shared_gate, shared_up, shared_gate, n_tokens * hp.n_ff_shexp);
+    } else {
+      kernels::cpu::matmul(lw.ffn_up_shexp, x, n_tokens, shared_gate, ctx.matmul_scratch(), ctx.pool());
+      relu_sqr(shared_gate, n_tokens * hp.n_ff_shexp);
+    }
     kernels::cpu::matmul(lw.ffn_down_shexp, shared_gate, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
   }
   const float* gate_inp_shexp = has_shared && lw.ffn_gate_inp_shexp.valid() ? lw.ffn_gate_inp_shexp.f32() : nullptr;
@@ -211,8 +224,11 @@ Status bind_moe_weights(WeightBinder& binder, const HParams& hp, int il, LayerWe
   };
   const int64_t n_embd = hp.n_embd;
   REWIND_ASSIGN_OR_RETURN(lw.ffn_gate_inp, binder.matrix(name(TensorKind::ffn_gate_inp), {hp.n_expert, n_embd}));
-  REWIND_ASSIGN_OR_RETURN(lw.ffn_gate_exps,
-                          binder.matrix(name(TensorKind::ffn_gate_exps), {hp.n_expert, hp.n_ff_exp, n_embd}));
+  const bool gated = hp.ffn_activation != FfnActivation::relu_sqr;
+  if (gated) {
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate_exps,
+                            binder.matrix(name(TensorKind::ffn_gate_exps), {hp.n_expert, hp.n_ff_exp, n_embd}));
+  }
   REWIND_ASSIGN_OR_RETURN(lw.ffn_up_exps, binder.matrix(name(TensorKind::ffn_up_exps), {hp.n_expert, hp.n_ff_exp, n_embd}));
   REWIND_ASSIGN_OR_RETURN(lw.ffn_down_exps,
                           binder.matrix(name(TensorKind::ffn_down_exps), {hp.n_expert, n_embd, hp.n_ff_exp}));
@@ -220,9 +236,11 @@ Status bind_moe_weights(WeightBinder& binder, const HParams& hp, int il, LayerWe
   if (wanted(rules.selection_bias, bias_name)) {
     REWIND_ASSIGN_OR_RETURN(lw.ffn_exp_probs_b, binder.floats(bias_name, {hp.n_expert}));
   }
-  // The shared expert is present when its gate projection is; its up and down are then required.
-  if (!wanted(rules.shared_expert, name(TensorKind::ffn_gate_shexp))) return Status::ok();
-  REWIND_ASSIGN_OR_RETURN(lw.ffn_gate_shexp, binder.matrix(name(TensorKind::ffn_gate_shexp), {hp.n_ff_shexp, n_embd}));
+  // The shared expert is present when its up projection is; its gate (when gated) and down are then required.
+  if (!wanted(rules.shared_expert, name(TensorKind::ffn_up_shexp))) return Status::ok();
+  if (gated) {
+    REWIND_ASSIGN_OR_RETURN(lw.ffn_gate_shexp, binder.matrix(name(TensorKind::ffn_gate_shexp), {hp.n_ff_shexp, n_embd}));
+  }
   REWIND_ASSIGN_OR_RETURN(lw.ffn_up_shexp, binder.matrix(name(TensorKind::ffn_up_shexp), {hp.n_ff_shexp, n_embd}));
   REWIND_ASSIGN_OR_RETURN(lw.ffn_down_shexp, binder.matrix(name(TensorKind::ffn_down_shexp), {n_embd, hp.n_ff_shexp}));
   if (wanted(rules.shared_expert_gate, name(TensorKind::ffn_gate_inp_shexp))) {

@@ -1,8 +1,9 @@
 // Mixture-of-experts FFN as llama.cpp's build_moe_ffn (qwen35moe, kimi-linear): router scores by softmax or
 // sigmoid, the top n_expert_used per token (optionally chosen on score + selection bias), their unbiased
-// scores as weights, renormalised and scaled as the hparams say; SwiGLU experts computed only for the tokens
-// routed to them (only those experts' rows are read), summed in routing order; plus an optional shared expert,
-// scaled by sigmoid(gate · x) when it has a gate. Dense lead layers (n_layer_dense_lead) are the caller's.
+// scores as weights, renormalised and scaled as the hparams say; SwiGLU experts (ungated relu² experts when
+// hparams.ffn_activation is relu_sqr: nemotron_h_moe) computed only for the tokens routed to them (only those
+// experts' rows are read), summed in routing order; plus an optional shared expert of the same activation,
+// scaled by sigmoid(gate · x) when it has that gate. Dense lead layers (n_layer_dense_lead) are the caller's.
 #pragma once
 
 #include "base/status.h"
@@ -41,7 +42,7 @@ enum class TensorPresence {
   required,  // missing is an error naming the tensor
 };
 struct MoeTensorRules {
-  TensorPresence shared_expert;       // ffn_{gate,up,down}_shexp; present when ffn_gate_shexp is
+  TensorPresence shared_expert;       // ffn_{gate,up,down}_shexp; present when ffn_up_shexp is
   TensorPresence shared_expert_gate;  // ffn_gate_inp_shexp [n_embd]; only with a shared expert
   TensorPresence selection_bias;      // exp_probs_b.bias [n_expert]
 };

@@ -8,20 +8,10 @@
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "model/synthetic/parts.h"
+#include "model/synthetic/mamba2.h"
 
 namespace rwd::synthetic {
 namespace {
-
-struct Mamba2Shape {
-  int64_t n_embd, n_layer, n_vocab;
-  int64_t d_inner, n_head, d_state, n_group, d_conv;
-  // granitehybrid and falcon-h1
-  int64_t n_head_attn = 0, n_head_kv = 0, n_ff = 0;
-  std::vector<int> attention_layers = {};
-  // granitehybrid with experts (0: dense FFN): n_ff wide each, and a shared expert of n_ff_shexp
-  int64_t n_expert = 0, n_expert_used = 0, n_ff_shexp = 0;
-};
 
 // mamba2 small is the shape of mamba2-130m; granitehybrid small puts one attention layer in four beside
 // Mamba2 layers of the same width, about the size of the qwen35 small preset.
@@ -39,6 +29,14 @@ const Mamba2Shape& granite_shape(const std::string& preset) {
   return preset == "tiny" ? tiny : small;
 }
 
+const Mamba2Shape& falcon_h1_shape(const std::string& preset) {
+  static const Mamba2Shape tiny = {128, 4, 512, 256, 8, 16, 2, 4, 4, 2, 384};
+  static const Mamba2Shape small = {768, 12, 16384, 1536, 24, 128, 1, 4, 8, 2, 2048};
+  return preset == "tiny" ? tiny : small;
+}
+
+}  // namespace
+
 void write_ssm_keys(const std::string& arch, const Mamba2Shape& s, gguf::GgufWriter& writer) {
   auto key = [&arch](gguf::ArchKey which) { return gguf::arch_key(arch, which); };
   writer.set_u32(key(gguf::ArchKey::ssm_conv_kernel), static_cast<uint32_t>(s.d_conv));
@@ -48,13 +46,7 @@ void write_ssm_keys(const std::string& arch, const Mamba2Shape& s, gguf::GgufWri
   writer.set_u32(key(gguf::ArchKey::ssm_group_count), static_cast<uint32_t>(s.n_group));
 }
 
-const Mamba2Shape& falcon_h1_shape(const std::string& preset) {
-  static const Mamba2Shape tiny = {128, 4, 512, 256, 8, 16, 2, 4, 4, 2, 384};
-  static const Mamba2Shape small = {768, 12, 16384, 1536, 24, 128, 1, 4, 8, 2, 2048};
-  return preset == "tiny" ? tiny : small;
-}
-
-void write_mamba2_mixer(TensorMaker& maker, const Mamba2Shape& s, int il, bool with_norm = true) {
+void write_mamba2_mixer(TensorMaker& maker, const Mamba2Shape& s, int il, bool with_norm) {
   auto name = [il](gguf::TensorKind kind, gguf::TensorSuffix suffix = gguf::TensorSuffix::weight) {
     return gguf::tensor_name(kind, il, suffix);
   };
@@ -77,8 +69,6 @@ void write_head(TensorMaker& maker, const Mamba2Shape& s) {
   const std::vector<bool> printable = printable_rows(s.n_vocab);
   maker.matrix(gguf::tensor_name(gguf::TensorKind::output), s.n_vocab, s.n_embd, 2.0f, &printable);
 }
-
-}  // namespace
 
 Status write_mamba2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker) {
   const Mamba2Shape& s = mamba2_shape(options.preset);

@@ -119,5 +119,7 @@ Status write_mamba2(const SyntheticModelOptions& options, gguf::GgufWriter& writ
 Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_falcon_h1(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 Status write_kimi_linear(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_nemotron_h(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+Status write_nemotron_h_moe(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
 
 }  // namespace rwd::synthetic

@@ -28,6 +28,8 @@ constexpr Generator kGenerators[] = {
     {"granitehybrid", synthetic::write_granitehybrid},
     {"falcon-h1", synthetic::write_falcon_h1},
     {"kimi-linear", synthetic::write_kimi_linear},
+    {"nemotron_h", synthetic::write_nemotron_h},
+    {"nemotron_h_moe", synthetic::write_nemotron_h_moe},
 };
 
 }  // namespace
