@@ -5,7 +5,8 @@
 
 For each prompt (code completion, code editing, an open question), greedy, one slot, --threads threads, up to
 --n-predict tokens (stopping at end of sequence), it runs:
-  rewind:    plain, --spec draft (the draft model), --spec ngram          (`rewind run --json`)
+  rewind:    plain, --spec draft (the draft model), --spec ngram          (`rewind run --json`), and with
+             --draft-vocab N also the draft model scoring only ids below N
   llama.cpp: plain (llama-completion), draft-simple and ngram-simple      (llama-speculative-simple)
 and prints generation tokens/s, the speed-up over the same engine's plain decoding, and draft acceptance.
 The prompt is formatted once, by rewind (the model's chat template for the chat prompts), and handed to
@@ -70,8 +71,10 @@ def run(command):
 def rewind_run(args, prompt_ids, mode):
     command = [args.rewind, "run", "-m", args.target, "--prompt-ids", ",".join(map(str, prompt_ids)),
                "-n", str(args.n_predict), "--temp", "0", "-t", str(args.threads), "--json"]
-    if mode == "draft":
+    if mode.startswith("draft"):
         command += ["--spec", "draft", "--draft-model", args.draft, "--draft-max", str(args.draft_max)]
+        if mode == "draft-vocab":
+            command += ["--draft-vocab", str(args.draft_vocab)]
     elif mode == "ngram":
         command += ["--spec", "ngram", "--draft-max", str(args.draft_max)]
     out = json.loads(run(command).stdout)
@@ -129,12 +132,14 @@ def main():
     parser.add_argument("-n", "--n-predict", type=int, default=192)
     parser.add_argument("--draft-max", type=int, default=8)
     parser.add_argument("-r", "--reps", type=int, default=3)
+    parser.add_argument("--draft-vocab", type=int, default=0,
+                        help="also run rewind's draft with --draft-vocab N (the draft scores only ids below N)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     if args.threads < 1 or args.n_predict < 1 or args.reps < 1 or not 1 <= args.draft_max <= 32:
         sys.exit("--threads, --n-predict, --reps must be >= 1 and --draft-max in [1, 32]")
 
-    engines = {"rewind": ["plain", "draft", "ngram"]}
+    engines = {"rewind": ["plain", "draft", "ngram"] + (["draft-vocab"] if args.draft_vocab else [])}
     if args.llama_bin:
         engines["llama.cpp"] = ["plain", "draft", "ngram"]
     results = []
@@ -152,7 +157,7 @@ def main():
                             sys.exit(f"{name}: llama.cpp read {sample['n_prompt']} prompt tokens, rewind {len(prompt_ids)}")
                     samples[(engine, mode)].append(sample)
         plain_ids = samples[("rewind", "plain")][0]["ids"]
-        for mode in ("draft", "ngram"):
+        for mode in engines["rewind"][1:]:
             for sample in samples[("rewind", mode)]:
                 if sample["ids"] != plain_ids:
                     sys.exit(f"{name}: rewind --spec {mode} emitted other tokens than plain decoding")
@@ -167,7 +172,7 @@ def main():
                                 "generated": runs[0]["n"], "tokens_per_second": tps, "speedup": tps / plain_tps,
                                 "acceptance": accepted / drafted if drafted else None})
 
-    print(f"| prompt | engine | mode | tokens | tokens/s | vs plain | acceptance |")
+    print("| prompt | engine | mode | tokens | tokens/s | vs plain | acceptance |")
     print("|---|---|---|---:|---:|---:|---:|")
     for r in results:
         acceptance = f"{100 * r['acceptance']:.0f} %" if r["acceptance"] is not None else "–"

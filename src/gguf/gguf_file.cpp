@@ -693,6 +693,14 @@ Result<std::vector<int64_t>> GgufFile::get_i64_array(std::string_view key) const
   return out;
 }
 
+Result<std::vector<bool>> GgufFile::get_bool_array(std::string_view key) const {
+  REWIND_ASSIGN_OR_RETURN(const Value* value, find_array(*this, key, "array<bool>"));
+  if (value->element_type != ValueType::boolean) return wrong_type(*this, key, "array<bool>", *value);
+  std::vector<bool> out(static_cast<size_t>(value->count));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = value->data[i] != 0;
+  return out;
+}
+
 Result<uint32_t> GgufFile::get_u32_or(std::string_view key, uint32_t fallback) const {
   return has(key) ? get_u32(key) : Result<uint32_t>(fallback);
 }

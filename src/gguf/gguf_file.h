@@ -89,6 +89,7 @@ class GgufFile {
   Result<std::vector<std::string>> get_string_array(std::string_view key) const;
   Result<std::vector<float>> get_f32_array(std::string_view key) const;
   Result<std::vector<int64_t>> get_i64_array(std::string_view key) const;
+  Result<std::vector<bool>> get_bool_array(std::string_view key) const;
 
   // With a default when absent (a present key of the wrong type is still an error).
   Result<uint32_t> get_u32_or(std::string_view key, uint32_t fallback) const;

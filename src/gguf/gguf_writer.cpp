@@ -106,6 +106,11 @@ void GgufWriter::set_i32_array(std::string_view key, const std::vector<int32_t>&
   set_entry({std::string(key), ValueType::array, ValueType::int32, encode_array(ValueType::int32, values)});
 }
 
+void GgufWriter::set_bool_array(std::string_view key, const std::vector<bool>& values) {
+  std::vector<uint8_t> bytes(values.begin(), values.end());
+  set_entry({std::string(key), ValueType::array, ValueType::boolean, encode_array(ValueType::boolean, bytes)});
+}
+
 void GgufWriter::set_value(std::string_view key, const Value& value) {
   std::vector<uint8_t> payload;
   if (value.type == ValueType::string) {

@@ -26,6 +26,7 @@ class GgufWriter {
   void set_string_array(std::string_view key, const std::vector<std::string>& values);
   void set_f32_array(std::string_view key, const std::vector<float>& values);
   void set_i32_array(std::string_view key, const std::vector<int32_t>& values);
+  void set_bool_array(std::string_view key, const std::vector<bool>& values);
   // Copies a value of any type as read by GgufFile (which must still be open), e.g. to rewrite a file's
   // metadata next to new tensors.
   void set_value(std::string_view key, const Value& value);

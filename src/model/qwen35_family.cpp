@@ -54,17 +54,29 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Varian
     return Status::errorf("{} = {}, expected time_step_rank * state_size = {}",
                           gguf::arch_key(hp.arch, ArchKey::ssm_inner_size), d_inner, hp.ssm_n_head_v * hp.ssm_head_dim);
   }
-  if (file.has(gguf::arch_key(hp.arch, ArchKey::attention_recurrent_layers))) {
-    return Status::errorf("{} (an explicit per-layer list) is not supported yet; the layer pattern must come from {}",
-                          gguf::arch_key(hp.arch, ArchKey::attention_recurrent_layers),
-                          gguf::arch_key(hp.arch, ArchKey::full_attention_interval));
-  }
-  REWIND_ASSIGN_OR_RETURN(uint32_t interval,
-                          file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::full_attention_interval), 4));
-  if (interval == 0) return Status::errorf("{} is 0", gguf::arch_key(hp.arch, ArchKey::full_attention_interval));
-  for (int64_t il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
-    const bool attention = il >= hp.n_layer || (il + 1) % interval == 0;  // MTP blocks are attention
-    hp.layers[il].kind = attention ? LayerKind::gated_attention : LayerKind::gated_delta;
+  // llama.cpp's converter writes the pattern per layer (MTP blocks included, as attention) beside the interval;
+  // the list wins where both are present, as in llama.cpp.
+  const std::string list_key = gguf::arch_key(hp.arch, ArchKey::attention_recurrent_layers);
+  if (file.has(list_key)) {
+    REWIND_ASSIGN_OR_RETURN(std::vector<bool> recurrent, file.get_bool_array(list_key));
+    if (static_cast<int64_t>(recurrent.size()) != hp.n_layer + hp.n_nextn) {
+      return Status::errorf("{} has {} entries, expected one per layer including MTP layers ({})", list_key,
+                            recurrent.size(), hp.n_layer + hp.n_nextn);
+    }
+    for (int64_t il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
+      if (recurrent[il] && il >= hp.n_layer) {
+        return Status::errorf("{}[{}] marks MTP layer {} recurrent; MTP blocks are attention layers", list_key, il, il);
+      }
+      hp.layers[il].kind = recurrent[il] ? LayerKind::gated_delta : LayerKind::gated_attention;
+    }
+  } else {
+    REWIND_ASSIGN_OR_RETURN(uint32_t interval,
+                            file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::full_attention_interval), 4));
+    if (interval == 0) return Status::errorf("{} is 0", gguf::arch_key(hp.arch, ArchKey::full_attention_interval));
+    for (int64_t il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
+      const bool attention = il >= hp.n_layer || (il + 1) % interval == 0;  // MTP blocks are attention
+      hp.layers[il].kind = attention ? LayerKind::gated_attention : LayerKind::gated_delta;
+    }
   }
   hp.ssm_key_head_mapping = variant == Qwen35Variant::qwen3next ? kernels::cpu::KeyHeadMapping::divide
                                                                  : kernels::cpu::KeyHeadMapping::modulo;

@@ -92,6 +92,26 @@ class ModelLoadErrors : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// llama.cpp's converter writes qwen35's layer pattern as a per-layer list (MTP layers included); it must be
+// read, and a list that cannot describe the model named.
+TEST_F(ModelLoadErrors, Qwen35RecurrentLayerList) {
+  const std::string key = "qwen35.attention.recurrent_layers";
+  // The tiny model: 3 Gated DeltaNet layers, 1 attention layer, 1 MTP layer.
+  EXPECT_EQ(load_edited({"", "", [&](gguf::GgufWriter& w) { w.set_bool_array(key, {true, true, true, false, false}); },
+                         "", "", 1}, "qwen35"), "");
+  const std::string wrong_length = load_edited(
+      {"", "", [&](gguf::GgufWriter& w) { w.set_bool_array(key, {true, true, false}); }, "", "", 1}, "qwen35");
+  EXPECT_NE(wrong_length.find(key), std::string::npos) << wrong_length;
+  EXPECT_NE(wrong_length.find("3 entries"), std::string::npos) << wrong_length;
+  const std::string recurrent_mtp = load_edited(
+      {"", "", [&](gguf::GgufWriter& w) { w.set_bool_array(key, {true, true, true, false, true}); }, "", "", 1}, "qwen35");
+  EXPECT_NE(recurrent_mtp.find("MTP layer 4"), std::string::npos) << recurrent_mtp;
+  // A list that moves the attention layer: the tensors of layer 3 no longer fit a recurrent layer.
+  const std::string moved = load_edited(
+      {"", "", [&](gguf::GgufWriter& w) { w.set_bool_array(key, {true, true, false, true, false}); }, "", "", 1}, "qwen35");
+  EXPECT_NE(moved, "") << "a pattern contradicting the tensors must not load";
+}
+
 TEST_F(ModelLoadErrors, UnmodifiedCopyLoads) { EXPECT_EQ(load_edited({}), ""); }
 
 TEST_F(ModelLoadErrors, UnknownArchitectureIsNamed) {
