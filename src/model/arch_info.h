@@ -1,5 +1,5 @@
 // ArchInfo: what the registry knows of one architecture — how to read its hyper-parameters, bind its
-// weights and run its forward. Each arch/<name>.cpp defines one; registry.cpp is the only list of them.
+// weights and run its forward. Each arch/<name>.cpp defines one; arch/list.h is the only list of them.
 #pragma once
 
 #include <string_view>
@@ -25,6 +25,8 @@ struct ArchInfo {
   // The next-token-prediction block (null when the architecture has none): ctx.hidden() holds the batch's
   // token embeddings, hidden_in the hidden states it conditions on; leaves the block's normed hidden rows.
   void (*forward_mtp)(const Model& model, ForwardContext& ctx, const float* hidden_in);
+  // Has layers whose state speculation must roll back (convolution windows, SSM or delta-rule states), beside KV.
+  bool recurrent = false;
 };
 
 const ArchInfo* find_arch(std::string_view name);

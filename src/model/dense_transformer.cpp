@@ -5,11 +5,6 @@
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
 
-#include "kernels/cpu/rms_norm.h"
-#include "model/blocks/attention.h"
-#include "model/blocks/buffers.h"
-#include "model/blocks/ffn.h"
-#include "model/forward_context.h"
 #include "model/model.h"
 
 namespace rwd::model {
@@ -217,30 +212,6 @@ Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTe
     REWIND_RETURN_IF_ERROR(bind_ffn_weights(binder, hp, il, lw));
   }
   return Status::ok();
-}
-
-void forward_dense_layers(const Model& model, ForwardContext& ctx) {
-  const HParams& hp = model.hparams();
-  const Weights& w = model.weights();
-  const int64_t n_tokens = ctx.n_tokens();
-  const int64_t n = n_tokens * hp.n_embd;
-  float* x = ctx.hidden();                                            // [n_tokens, n_embd]
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);               // [n_tokens, n_embd]
-  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);              // [n_tokens, n_embd]
-  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);              // [n_tokens, n_embd]
-  for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& lw = w.layers[il];
-    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::attention(model, ctx, il, normed, mixed);
-    if (hp.post_norms) kernels::cpu::rms_norm(mixed, lw.attn_post_norm.f32(), mixed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::add_residual(x, mixed, n);
-
-    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::ffn(model, ctx, il, normed, ffn_out);
-    if (hp.post_norms) kernels::cpu::rms_norm(ffn_out, lw.ffn_post_norm.f32(), ffn_out, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::add_residual(x, ffn_out, n);
-  }
-  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
 }
 
 }  // namespace rwd::model

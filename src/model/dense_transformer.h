@@ -49,8 +49,4 @@ Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, gguf::
 // token_embd, output_norm, output (or tied to token_embd) and every layer's attention + FFN tensors.
 Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w);
 
-// The plain pre-norm loop: x += attn(norm(x)); x += ffn(norm(x)) (with sandwich norms when post_norms),
-// then the final norm into ctx.hidden().
-void forward_dense_layers(const class Model& model, class ForwardContext& ctx);
-
 }  // namespace rwd::model

@@ -158,35 +158,6 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
   return Status::ok();
 }
 
-void forward_qwen35_layers(const Model& model, ForwardContext& ctx) {
-  const HParams& hp = model.hparams();
-  const Weights& w = model.weights();
-  const int64_t n_tokens = ctx.n_tokens();
-  const int64_t n = n_tokens * hp.n_embd;
-  float* x = ctx.hidden();                                       // [n_tokens, n_embd]
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);          // [n_tokens, n_embd]
-  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);         // [n_tokens, n_embd]
-  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);         // [n_tokens, n_embd]
-  for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& lw = w.layers[il];
-    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    if (hp.layers[il].kind == LayerKind::gated_delta) {
-      blocks::gated_delta_net(model, ctx, il, normed, mixed);
-    } else {
-      blocks::gated_attention(model, ctx, il, normed, mixed);
-    }
-    blocks::add_residual(x, mixed, n);
-    kernels::cpu::rms_norm(x, lw.attn_post_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    if (hp.n_expert > 0) {
-      blocks::moe(model, ctx, il, normed, ffn_out);
-    } else {
-      blocks::ffn(model, ctx, il, normed, ffn_out);
-    }
-    blocks::add_residual(x, ffn_out, n);
-  }
-  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
-}
-
 void forward_qwen35_mtp(const Model& model, ForwardContext& ctx, const float* hidden_in) {
   const HParams& hp = model.hparams();
   const int il = static_cast<int>(hp.n_layer);  // the first MTP block; chains reuse it

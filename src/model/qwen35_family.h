@@ -24,7 +24,6 @@ enum class Qwen35Variant {
 
 Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Variant variant);
 Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, Qwen35Variant variant);
-void forward_qwen35_layers(const Model& model, ForwardContext& ctx);
 // The MTP block over ctx.batch(): embeddings of the batch's tokens (already in ctx.hidden()) and the hidden
 // states hidden_in [n_tokens, n_embd] (the trunk's output-normed hidden, or the previous MTP step's);
 // leaves the block's head-normed hidden in ctx.hidden().

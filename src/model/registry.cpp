@@ -1,18 +1,17 @@
-// The only list of architectures: adding one is a file in arch/ and a row here (and its golden test).
-#include <array>
+// The registry: every architecture of the list (arch/list.h), found by its general.architecture name.
+#include <vector>
 
 #include "model/arch/architectures.h"
 
 namespace rwd::model {
 namespace {
 
-const std::array<const ArchInfo*, 14>& registry() {
-  static const std::array<const ArchInfo*, 14> rows = {
-      &arch::llama(),      &arch::qwen2(),          &arch::qwen3(),         &arch::gemma3(),    &arch::qwen35(),
-      &arch::qwen35moe(),  &arch::qwen3next(),      &arch::lfm2(),          &arch::mamba2(),    &arch::granitehybrid(),
-      &arch::falcon_h1(),  &arch::kimi_linear(),    &arch::nemotron_h(),    &arch::nemotron_h_moe()};
+#define REWIND_ARCH_ROW(id) &arch::id(),
+const std::vector<const ArchInfo*>& registry() {
+  static const std::vector<const ArchInfo*> rows = {REWIND_ARCHITECTURES(REWIND_ARCH_ROW)};
   return rows;
 }
+#undef REWIND_ARCH_ROW
 
 }  // namespace
 

@@ -25,6 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Speculative decode steps after which a plain step is timed again (see schedule_decode).
+constexpr int64_t kPlainRetimeSteps = 64;
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -452,9 +455,16 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
   std::vector<int> request_slots;
   const double step_seconds = cost_.seconds(1);
   const double proposer_cost = step_seconds > 0.0 ? proposer_seconds_per_token_ / step_seconds : 0.0;
+  // The policy weighs a verify round against a plain step of the same slots, so that step must have been timed:
+  // until it has, and again after kPlainRetimeSteps speculative steps (the machine's speed drifts), the slots
+  // decode plainly once. Without it a slot that drafts from its first step never learns what drafting costs and
+  // keeps drafting where plain decoding is faster.
+  const int64_t n_decoding = static_cast<int64_t>(decoding.size());
+  const bool time_plain_step = options_.spec.adaptive && n_decoding > 0 &&
+                               (cost_.seconds(n_decoding) == 0.0 || speculative_steps_since_plain_ >= kPlainRetimeSteps);
   for (int index : decoding) {
     Slot& slot = slots_[index];
-    if (!slot.policy) continue;
+    if (!slot.policy || time_plain_step) continue;
     const int64_t newest = static_cast<int64_t>(slot.tokens.size()) - 1;
     const int64_t n_rerun = newest - slot.n_computed;
     int64_t room = std::min<int64_t>(options_.n_ctx - 1 - newest, slot.request.max_tokens - slot.n_generated - 1);
@@ -466,6 +476,7 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
                         std::span<const int32_t>(slot.request.oracle_ids)});
     request_slots.push_back(index);
   }
+  speculative_steps_since_plain_ = requests.empty() ? 0 : speculative_steps_since_plain_ + 1;
   std::vector<std::vector<spec::DraftToken>> drafts(requests.size());
   if (!requests.empty()) {
     const auto start = Clock::now();

@@ -1,5 +1,5 @@
-// The invariants exact speculation rests on, for the hybrid models (qwen35, qwen35moe, qwen3next, lfm2, mamba2,
-// granitehybrid, falcon-h1, kimi-linear, nemotron_h, nemotron_h_moe):
+// The invariants exact speculation rests on, for every architecture with recurrent layers, f32 and q8_0, and the
+// other quantized types on qwen35 and lfm2:
 // a token's logits are bit-identical whether it is computed inside a prompt batch, alone, or beside another
 // slot's tokens; a slot's recurrent state is never touched by another slot's tokens (poisoned with 0x3e
 // bytes); and a reset slot starts a new sequence exactly like a fresh cache. CTest runs it once per kernel set
@@ -14,6 +14,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/vec_dot.h"
+#include "model/arch_info.h"
 #include "model/forward_context.h"
 #include "model/model.h"
 #include "rewind/tools.h"
@@ -153,17 +154,19 @@ TEST_P(HybridInvariance, PrefillInOneBatchInChunksAndTokenByTokenAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HybridInvariance,
-                         ::testing::Values(Variant{"qwen35", "f32"}, Variant{"qwen35", "q8_0"},
-                                           Variant{"qwen35moe", "q8_0"}, Variant{"qwen3next", "f32"},
-                                           Variant{"lfm2", "f32"}, Variant{"lfm2", "q4_0"},
-                                           Variant{"qwen35", "q4_1"}, Variant{"qwen35", "q5_0"},
-                                           Variant{"qwen35", "q5_1"}, Variant{"qwen35", "q4_k"},
-                                           Variant{"qwen35", "q5_k"}, Variant{"qwen35", "q6_k"},
-                                           Variant{"mamba2", "f32"}, Variant{"granitehybrid", "q8_0"},
-                                           Variant{"falcon-h1", "f32"}, Variant{"kimi-linear", "f32"},
-                                           Variant{"kimi-linear", "q8_0"}, Variant{"nemotron_h", "f32"},
-                                           Variant{"nemotron_h", "q8_0"}, Variant{"nemotron_h_moe", "f32"}),
+std::vector<Variant> variants() {
+  std::vector<Variant> out;
+  for (std::string_view arch : model::arch_names()) {
+    if (!model::find_arch(arch)->recurrent) continue;
+    for (const char* dtype : {"f32", "q8_0"}) out.push_back({arch.data(), dtype});  // registry names are literals
+  }
+  // Every other quantized weight type, on the Gated DeltaNet and short-convolution hybrids.
+  for (const char* dtype : {"q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}) out.push_back({"qwen35", dtype});
+  out.push_back({"lfm2", "q4_0"});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HybridInvariance, ::testing::ValuesIn(variants()),
                          [](const ::testing::TestParamInfo<Variant>& param_info) {
                            std::string name = std::string(param_info.param.arch) + "_" + param_info.param.dtype;
                            std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1

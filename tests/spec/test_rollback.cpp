@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "model/arch_info.h"
 #include "model/forward_context.h"
 #include "model/model.h"
 #include "state/model_state.h"
@@ -520,10 +521,10 @@ TEST_P(Rollback, RefusalsLeaveTheStateUnchanged) {
 
 std::vector<Param> params() {
   std::vector<Param> all;
-  for (const char* model : {"qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid", "falcon-h1",
-                            "kimi-linear", "nemotron_h", "nemotron_h_moe"}) {
+  for (std::string_view arch : model::arch_names()) {
+    if (!model::find_arch(arch)->recurrent) continue;
     for (RollbackPolicy policy : {RollbackPolicy::replay, RollbackPolicy::snapshot, RollbackPolicy::checkpoint}) {
-      all.push_back({model, policy});
+      all.push_back({arch.data(), policy});  // registry names are string literals
     }
   }
   return all;

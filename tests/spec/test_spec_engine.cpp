@@ -1,6 +1,6 @@
 // Speculative decoding through the public Engine: for every proposer, every rollback policy and 1 or 4 slots,
-// on generated qwen35, qwen35moe, lfm2, mamba2, granitehybrid, falcon-h1, kimi-linear, nemotron_h and
-// nemotron_h_moe models, greedy output with speculation is the greedy output without it, token for token, with bit-identical
+// on the golden tiny model of every architecture with recurrent layers (tests/common/registry.h), greedy output
+// with speculation is the greedy output without it, token for token, with bit-identical
 // log-probabilities at every emitted position (the reference is the same engine with speculation off, which
 // never opens a transaction). The oracle proposer is deliberately wrong at seeded positions, so rejections at
 // every draft depth happen; the stochastic tests check that sampling with speculation keeps the target's
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/registry.h"
 #include "rewind/engine.h"
 #include "rewind/tools.h"
 
@@ -209,12 +210,10 @@ TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const std::string model : {"qwen35-tiny-f32.gguf", "qwen35moe-tiny-f32.gguf", "lfm2-tiny-f32.gguf",
-                                  "mamba2-tiny-f32.gguf", "granitehybrid-tiny-f32.gguf", "falcon-h1-tiny-f32.gguf",
-                                  "kimi-linear-tiny-f32.gguf", "nemotron_h-tiny-f32.gguf",
-                                  "nemotron_h_moe-tiny-f32.gguf"}) {
+  for (const std::string& arch : test::recurrent_archs()) {
+    const std::string model = arch + "-tiny-f32.gguf";
     for (const std::string mode : {"ngram", "draft", "mtp", "oracle"}) {
-      if (mode == "mtp" && model.rfind("qwen35", 0) != 0) continue;  // only the qwen35 family has MTP layers
+      if (mode == "mtp" && !test::has_mtp(arch)) continue;
       for (const std::string rollback : {"replay", "snapshot", "checkpoint"}) {
         for (int n_slots : {1, 4}) out.push_back({model, mode, rollback, n_slots});
       }

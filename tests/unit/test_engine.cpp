@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/registry.h"
 #include "rewind/engine.h"
 #include "rewind/tools.h"
 
@@ -144,8 +145,7 @@ TEST_P(HybridEngineTest, ThreePromptsTogetherGiveWhatEachGivesAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HybridEngineTest,
-                         ::testing::Values("qwen35", "qwen35moe", "qwen3next", "lfm2", "mamba2", "granitehybrid",
-                                           "falcon-h1", "kimi-linear", "nemotron_h", "nemotron_h_moe"),
+                         ::testing::ValuesIn(test::recurrent_archs()),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
                            std::string name = param_info.param;
                            std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1

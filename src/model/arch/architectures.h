@@ -1,23 +1,13 @@
-// One accessor per architecture file; registry.cpp lists them.
+// One accessor per architecture file, declared from the list (list.h); registry.cpp collects them.
 #pragma once
 
+#include "model/arch/list.h"
 #include "model/arch_info.h"
 
 namespace rwd::model::arch {
 
-const ArchInfo& llama();
-const ArchInfo& qwen2();
-const ArchInfo& qwen3();
-const ArchInfo& gemma3();
-const ArchInfo& qwen35();
-const ArchInfo& qwen35moe();
-const ArchInfo& qwen3next();
-const ArchInfo& lfm2();
-const ArchInfo& mamba2();
-const ArchInfo& granitehybrid();
-const ArchInfo& falcon_h1();
-const ArchInfo& kimi_linear();
-const ArchInfo& nemotron_h();
-const ArchInfo& nemotron_h_moe();
+#define REWIND_DECLARE_ARCH(id) const ArchInfo& id();
+REWIND_ARCHITECTURES(REWIND_DECLARE_ARCH)
+#undef REWIND_DECLARE_ARCH
 
 }  // namespace rwd::model::arch

@@ -4,15 +4,11 @@
 // "blk.N.ffn_norm" with no ".weight" (the name llama.cpp loads); the suffixed name is accepted too.
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/rms_norm.h"
 #include "model/arch/architectures.h"
-#include "model/blocks/attention.h"
-#include "model/blocks/buffers.h"
-#include "model/blocks/ffn.h"
 #include "model/blocks/mamba2.h"
 #include "model/dense_transformer.h"
-#include "model/forward_context.h"
 #include "model/model.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -61,33 +57,11 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
   return Status::ok();
 }
 
-void forward_layers(const Model& model, ForwardContext& ctx) {
-  const HParams& hp = model.hparams();
-  const Weights& w = model.weights();
-  const int64_t n_tokens = ctx.n_tokens();
-  const int64_t n = n_tokens * hp.n_embd;
-  float* x = ctx.hidden();                                    // [n_tokens, n_embd]
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);       // [n_tokens, n_embd]
-  float* attn_out = ctx.buffer(blocks::kBufferMixerOut, n);   // [n_tokens, n_embd]
-  float* branch_out = ctx.buffer(blocks::kBufferFfnOut, n);   // [n_tokens, n_embd]: the SSM's, then the FFN's
-  for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& lw = w.layers[il];
-    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::attention(model, ctx, il, normed, attn_out);
-    blocks::mamba2(model, ctx, il, normed, branch_out);
-    blocks::add_residual(attn_out, branch_out, n);  // (attention + ssm) + x, as llama.cpp sums them
-    blocks::add_residual(x, attn_out, n);
-    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::ffn(model, ctx, il, normed, branch_out);
-    blocks::add_residual(x, branch_out, n);
-  }
-  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
-}
-
 }  // namespace
 
 const ArchInfo& falcon_h1() {
-  static const ArchInfo info{"falcon-h1", load_hparams, bind_weights, forward_layers, nullptr};
+  static const ArchInfo info{"falcon-h1", load_hparams, bind_weights,
+                             forward_pre_norm_layers, nullptr, /*recurrent=*/true};
   return info;
 }
 

@@ -7,6 +7,7 @@
 #include "gguf/keys.h"
 #include "model/arch/architectures.h"
 #include "model/dense_transformer.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -46,7 +47,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& gemma3() {
-  static const ArchInfo info{"gemma3", load_hparams, bind_weights, forward_dense_layers, nullptr};
+  static const ArchInfo info{"gemma3", load_hparams, bind_weights, forward_pre_norm_layers, nullptr};
   return info;
 }
 

@@ -10,16 +10,12 @@
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/rms_norm.h"
 #include "model/arch/architectures.h"
-#include "model/blocks/attention.h"
-#include "model/blocks/buffers.h"
-#include "model/blocks/ffn.h"
 #include "model/blocks/mamba2.h"
 #include "model/blocks/moe.h"
 #include "model/dense_transformer.h"
-#include "model/forward_context.h"
 #include "model/model.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -98,47 +94,11 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
   return Status::ok();
 }
 
-// llama.cpp scales the branch output, then adds it: two roundings, as here.
-void add_scaled(float* x, float* delta, int64_t n, float scale) {
-  if (scale != 1.0f) {
-    for (int64_t i = 0; i < n; ++i) delta[i] *= scale;
-  }
-  blocks::add_residual(x, delta, n);
-}
-
-void forward_layers(const Model& model, ForwardContext& ctx) {
-  const HParams& hp = model.hparams();
-  const Weights& w = model.weights();
-  const int64_t n_tokens = ctx.n_tokens();
-  const int64_t n = n_tokens * hp.n_embd;
-  float* x = ctx.hidden();                                // [n_tokens, n_embd]
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
-  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
-  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);  // [n_tokens, n_embd]
-  for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& lw = w.layers[il];
-    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    if (hp.layers[il].kind == LayerKind::mamba2) {
-      blocks::mamba2(model, ctx, il, normed, mixed);
-    } else {
-      blocks::attention(model, ctx, il, normed, mixed);
-    }
-    add_scaled(x, mixed, n, hp.residual_scale);
-    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    if (hp.n_expert > 0) {
-      blocks::moe(model, ctx, il, normed, ffn_out);
-    } else {
-      blocks::ffn(model, ctx, il, normed, ffn_out);
-    }
-    add_scaled(x, ffn_out, n, hp.residual_scale);
-  }
-  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
-}
-
 }  // namespace
 
 const ArchInfo& granitehybrid() {
-  static const ArchInfo info{"granitehybrid", load_hparams, bind_weights, forward_layers, nullptr};
+  static const ArchInfo info{"granitehybrid", load_hparams, bind_weights,
+                             forward_pre_norm_layers, nullptr, /*recurrent=*/true};
   return info;
 }
 

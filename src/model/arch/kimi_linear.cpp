@@ -5,16 +5,13 @@
 // an ungated shared expert in the others. MLA has no RoPE. The output matrix is never tied.
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/rms_norm.h"
 #include "model/arch/architectures.h"
-#include "model/blocks/buffers.h"
-#include "model/blocks/ffn.h"
 #include "model/blocks/kimi_delta_attention.h"
 #include "model/blocks/mla.h"
 #include "model/blocks/moe.h"
 #include "model/dense_transformer.h"
-#include "model/forward_context.h"
 #include "model/model.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -72,39 +69,11 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
   return Status::ok();
 }
 
-void forward_layers(const Model& model, ForwardContext& ctx) {
-  const HParams& hp = model.hparams();
-  const Weights& w = model.weights();
-  const int64_t n_tokens = ctx.n_tokens();
-  const int64_t n = n_tokens * hp.n_embd;
-  float* x = ctx.hidden();                                // [n_tokens, n_embd]
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
-  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
-  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);  // [n_tokens, n_embd]
-  for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& lw = w.layers[il];
-    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    if (hp.layers[il].kind == LayerKind::kimi_delta) {
-      blocks::kimi_delta_attention(model, ctx, il, normed, mixed);
-    } else {
-      blocks::mla(model, ctx, il, normed, mixed);
-    }
-    blocks::add_residual(x, mixed, n);
-    kernels::cpu::rms_norm(x, lw.ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    if (il < hp.n_layer_dense_lead) {
-      blocks::ffn(model, ctx, il, normed, ffn_out);
-    } else {
-      blocks::moe(model, ctx, il, normed, ffn_out);
-    }
-    blocks::add_residual(x, ffn_out, n);
-  }
-  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
-}
-
 }  // namespace
 
 const ArchInfo& kimi_linear() {
-  static const ArchInfo info{"kimi-linear", load_hparams, bind_weights, forward_layers, nullptr};
+  static const ArchInfo info{"kimi-linear", load_hparams, bind_weights,
+                             forward_pre_norm_layers, nullptr, /*recurrent=*/true};
   return info;
 }
 

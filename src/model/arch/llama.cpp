@@ -2,6 +2,7 @@
 // RoPE (llama.cpp's converter permutes q/k rows for it), SwiGLU FFN, tied or untied output.
 #include "model/arch/architectures.h"
 #include "model/dense_transformer.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -20,7 +21,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& llama() {
-  static const ArchInfo info{"llama", load_hparams, bind_weights, forward_dense_layers, nullptr};
+  static const ArchInfo info{"llama", load_hparams, bind_weights, forward_pre_norm_layers, nullptr};
   return info;
 }
 

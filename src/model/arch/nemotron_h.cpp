@@ -8,16 +8,12 @@
 // it). Not supported, and refused by name: latent expert projections (Nemotron 3 Super) and MTP blocks.
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/rms_norm.h"
 #include "model/arch/architectures.h"
-#include "model/blocks/attention.h"
-#include "model/blocks/buffers.h"
-#include "model/blocks/ffn.h"
 #include "model/blocks/mamba2.h"
 #include "model/blocks/moe.h"
 #include "model/dense_transformer.h"
-#include "model/forward_context.h"
 #include "model/model.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -117,39 +113,17 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
   return Status::ok();
 }
 
-void forward_layers(const Model& model, ForwardContext& ctx) {
-  const HParams& hp = model.hparams();
-  const Weights& w = model.weights();
-  const int64_t n_tokens = ctx.n_tokens();
-  const int64_t n = n_tokens * hp.n_embd;
-  float* x = ctx.hidden();                                // [n_tokens, n_embd]
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
-  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
-  for (int il = 0; il < hp.n_layer; ++il) {
-    kernels::cpu::rms_norm(x, w.layers[il].attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    if (hp.layers[il].kind == LayerKind::mamba2) {
-      blocks::mamba2(model, ctx, il, normed, mixed);
-    } else if (hp.layers[il].kind == LayerKind::attention) {
-      blocks::attention(model, ctx, il, normed, mixed);
-    } else if (hp.n_expert > 0) {
-      blocks::moe(model, ctx, il, normed, mixed);
-    } else {
-      blocks::ffn(model, ctx, il, normed, mixed);
-    }
-    blocks::add_residual(x, mixed, n);
-  }
-  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
-}
-
 }  // namespace
 
 const ArchInfo& nemotron_h() {
-  static const ArchInfo info{"nemotron_h", load_hparams, bind_weights, forward_layers, nullptr};
+  static const ArchInfo info{"nemotron_h", load_hparams, bind_weights,
+                             forward_pre_norm_layers, nullptr, /*recurrent=*/true};
   return info;
 }
 
 const ArchInfo& nemotron_h_moe() {
-  static const ArchInfo info{"nemotron_h_moe", load_hparams, bind_weights, forward_layers, nullptr};
+  static const ArchInfo info{"nemotron_h_moe", load_hparams, bind_weights,
+                             forward_pre_norm_layers, nullptr, /*recurrent=*/true};
   return info;
 }
 

@@ -3,6 +3,7 @@
 // matrix; a file without one ties it to token_embd as llama.cpp does).
 #include "model/arch/architectures.h"
 #include "model/dense_transformer.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -21,7 +22,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen2() {
-  static const ArchInfo info{"qwen2", load_hparams, bind_weights, forward_dense_layers, nullptr};
+  static const ArchInfo info{"qwen2", load_hparams, bind_weights, forward_pre_norm_layers, nullptr};
   return info;
 }
 

@@ -2,6 +2,7 @@
 // (attention.key_length) that need not be n_embd / n_head.
 #include "model/arch/architectures.h"
 #include "model/dense_transformer.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model::arch {
 namespace {
@@ -21,7 +22,7 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen3() {
-  static const ArchInfo info{"qwen3", load_hparams, bind_weights, forward_dense_layers, nullptr};
+  static const ArchInfo info{"qwen3", load_hparams, bind_weights, forward_pre_norm_layers, nullptr};
   return info;
 }
 

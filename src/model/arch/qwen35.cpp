@@ -1,5 +1,6 @@
 // qwen35 (Qwen3.5 with dense FFN layers): the Qwen3.5 family of qwen35_family.h.
 #include "model/arch/architectures.h"
+#include "model/pre_norm_layers.h"
 #include "model/qwen35_family.h"
 
 namespace rwd::model::arch {
@@ -15,7 +16,8 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen35() {
-  static const ArchInfo info{"qwen35", load_hparams, bind_weights, forward_qwen35_layers, forward_qwen35_mtp};
+  static const ArchInfo info{"qwen35", load_hparams, bind_weights,
+                             forward_pre_norm_layers, forward_qwen35_mtp, /*recurrent=*/true};
   return info;
 }
 

@@ -1,6 +1,7 @@
 // qwen35moe (Qwen3.5 MoE): the Qwen3.5 family of qwen35_family.h with routed experts (softmax router,
 // top-k, renormalised weights) and a sigmoid-gated shared expert in every layer.
 #include "model/arch/architectures.h"
+#include "model/pre_norm_layers.h"
 #include "model/qwen35_family.h"
 
 namespace rwd::model::arch {
@@ -16,7 +17,8 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen35moe() {
-  static const ArchInfo info{"qwen35moe", load_hparams, bind_weights, forward_qwen35_layers, forward_qwen35_mtp};
+  static const ArchInfo info{"qwen35moe", load_hparams, bind_weights,
+                             forward_pre_norm_layers, forward_qwen35_mtp, /*recurrent=*/true};
   return info;
 }
 

@@ -2,6 +2,7 @@
 // layer, V heads in grouped order (V head h reads K head h / (H_v / H_k), where qwen35 tiles them) and the
 // beta / alpha logits in one ssm_ba projection, interleaved per K group.
 #include "model/arch/architectures.h"
+#include "model/pre_norm_layers.h"
 #include "model/qwen35_family.h"
 
 namespace rwd::model::arch {
@@ -17,7 +18,8 @@ Status bind_weights(WeightBinder& binder, const HParams& hp, Weights& w) {
 }  // namespace
 
 const ArchInfo& qwen3next() {
-  static const ArchInfo info{"qwen3next", load_hparams, bind_weights, forward_qwen35_layers, forward_qwen35_mtp};
+  static const ArchInfo info{"qwen3next", load_hparams, bind_weights,
+                             forward_pre_norm_layers, forward_qwen35_mtp, /*recurrent=*/true};
   return info;
 }
 

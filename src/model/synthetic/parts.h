@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf_writer.h"
+#include "model/arch/list.h"
 #include "rewind/tools.h"
 #include "tensor/dtype.h"
 
@@ -107,19 +108,9 @@ void write_general(gguf::GgufWriter& writer, const SyntheticModelOptions& option
 std::vector<bool> printable_rows(int64_t n_vocab);
 
 // One generator per architecture: writes keys and tensors for options.preset into writer.
-Status write_llama(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_qwen2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_qwen3(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_gemma3(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_qwen35(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_qwen35moe(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_qwen3next(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_lfm2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_mamba2(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_granitehybrid(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_falcon_h1(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_kimi_linear(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_nemotron_h(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
-Status write_nemotron_h_moe(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+#define REWIND_DECLARE_GENERATOR(id) \
+  Status write_##id(const SyntheticModelOptions& options, gguf::GgufWriter& writer, TensorMaker& maker);
+REWIND_ARCHITECTURES(REWIND_DECLARE_GENERATOR)
+#undef REWIND_DECLARE_GENERATOR
 
 }  // namespace rwd::synthetic

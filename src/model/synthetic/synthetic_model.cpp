@@ -5,45 +5,33 @@
 // model is comparable with a real one of the same shape. This table is the list of generators.
 #include <fmt/format.h>
 
+#include "model/arch/architectures.h"
 #include "model/synthetic/parts.h"
 
 namespace rwd {
 namespace {
 
 struct Generator {
-  const char* arch;
+  const model::ArchInfo& (*arch)();
   Status (*write)(const SyntheticModelOptions&, gguf::GgufWriter&, synthetic::TensorMaker&);
 };
 
-constexpr Generator kGenerators[] = {
-    {"llama", synthetic::write_llama},
-    {"qwen2", synthetic::write_qwen2},
-    {"qwen3", synthetic::write_qwen3},
-    {"gemma3", synthetic::write_gemma3},
-    {"qwen35", synthetic::write_qwen35},
-    {"qwen35moe", synthetic::write_qwen35moe},
-    {"qwen3next", synthetic::write_qwen3next},
-    {"lfm2", synthetic::write_lfm2},
-    {"mamba2", synthetic::write_mamba2},
-    {"granitehybrid", synthetic::write_granitehybrid},
-    {"falcon-h1", synthetic::write_falcon_h1},
-    {"kimi-linear", synthetic::write_kimi_linear},
-    {"nemotron_h", synthetic::write_nemotron_h},
-    {"nemotron_h_moe", synthetic::write_nemotron_h_moe},
-};
+#define REWIND_GENERATOR_ROW(id) {model::arch::id, synthetic::write_##id},
+constexpr Generator kGenerators[] = {REWIND_ARCHITECTURES(REWIND_GENERATOR_ROW)};
+#undef REWIND_GENERATOR_ROW
 
 }  // namespace
 
 std::vector<std::string> synthetic_arch_names() {
   std::vector<std::string> names;
-  for (const Generator& generator : kGenerators) names.push_back(generator.arch);
+  for (const Generator& generator : kGenerators) names.emplace_back(generator.arch().name);
   return names;
 }
 
 Status make_synthetic_model(const SyntheticModelOptions& options) {
   const Generator* generator = nullptr;
   for (const Generator& candidate : kGenerators) {
-    if (options.arch == candidate.arch) generator = &candidate;
+    if (options.arch == candidate.arch().name) generator = &candidate;
   }
   if (generator == nullptr) {
     return Status::errorf("mkmodel: architecture '{}' has no generator (available: {})", options.arch,
