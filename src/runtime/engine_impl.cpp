@@ -453,8 +453,6 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
   // Draft lengths first, so that one proposer call serves every speculating slot.
   std::vector<spec::ProposeRequest> requests;
   std::vector<int> request_slots;
-  const double step_seconds = cost_.seconds(1);
-  const double proposer_cost = step_seconds > 0.0 ? proposer_seconds_per_token_ / step_seconds : 0.0;
   // The policy weighs a verify round against a plain step of the same slots, so that step must have been timed:
   // until it has, and again after kPlainRetimeSteps speculative steps (the machine's speed drifts), the slots
   // decode plainly once. Without it a slot that drafts from its first step never learns what drafting costs and
@@ -469,7 +467,7 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
     const int64_t n_rerun = newest - slot.n_computed;
     int64_t room = std::min<int64_t>(options_.n_ctx - 1 - newest, slot.request.max_tokens - slot.n_generated - 1);
     room = std::min<int64_t>(room, budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
-    int k = slot.policy->next_length(cost_, proposer_cost, static_cast<int64_t>(decoding.size()));
+    int k = slot.policy->next_length(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()));
     k = static_cast<int>(std::min<int64_t>(k, room));
     if (k < 1) continue;
     requests.push_back({index, std::span<const int32_t>(slot.tokens), k, &slot.sampler->params(), slot.n_prompt,
@@ -481,13 +479,10 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
   if (!requests.empty()) {
     const auto start = Clock::now();
     REWIND_RETURN_IF_ERROR(proposer_->propose(requests, drafts));
-    int64_t n_drafted = 0;
-    for (const auto& draft : drafts) n_drafted += static_cast<int64_t>(draft.size());
-    if (n_drafted > 0) {
-      const double per_token = seconds_between(start, Clock::now()) / static_cast<double>(n_drafted);
-      proposer_seconds_per_token_ =
-          proposer_seconds_per_token_ == 0.0 ? per_token : 0.9 * proposer_seconds_per_token_ + 0.1 * per_token;
-    }
+    size_t longest = 0;
+    for (const auto& draft : drafts) longest = std::max(longest, draft.size());
+    // One call drafts for every speculating slot; its cost is that of its longest draft.
+    if (longest > 0) proposer_cost_.observe(static_cast<int>(longest), seconds_between(start, Clock::now()));
   }
   for (int index : decoding) {
     Slot& slot = slots_[index];

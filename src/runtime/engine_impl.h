@@ -82,7 +82,7 @@ class EngineImpl final : public Engine {
   std::vector<float> logprob_scratch_;
   std::unique_ptr<spec::Proposer> proposer_;
   spec::CostModel cost_;
-  double proposer_seconds_per_token_ = 0.0;  // exponential average
+  spec::ProposerCost proposer_cost_;
   int64_t speculative_steps_since_plain_ = 0;  // decode steps with a draft since the last fully plain one
   int64_t run_first_row_ = 0;                 // batch row of the run being finished
 };

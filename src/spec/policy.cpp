@@ -13,6 +13,10 @@ constexpr double kDecay = 0.95;
 constexpr double kMinGain = 1.03;
 // Plain steps before a slot that fell back tries a draft again.
 constexpr int kProbeAfter = 32;
+// Draft tokens a slot must have had verified before the policy may switch speculation off: the prior says
+// nothing about this text, and with an expensive proposer (a draft model) it alone would switch speculation off
+// at once, on texts where drafts are nearly always right too.
+constexpr int64_t kMinEvidence = 16;
 
 }  // namespace
 
@@ -50,6 +54,28 @@ double CostModel::seconds(int64_t n_tokens) const {
   return count_[n_tokens] > 0 ? seconds_[n_tokens] : 0.0;
 }
 
+void ProposerCost::observe(int length, double seconds) {
+  if (length < 1 || length > kMaxLength || !(seconds > 0.0)) return;
+  seconds_[length] = count_[length] == 0 ? seconds : 0.9 * seconds_[length] + 0.1 * seconds;
+  ++count_[length];
+}
+
+double ProposerCost::seconds(int length) const {
+  length = std::clamp(length, 1, kMaxLength);
+  if (count_[length] > 0) return seconds_[length];
+  int below = 0;
+  int above = 0;
+  for (int k = length - 1; k >= 1 && below == 0; --k) below = count_[k] > 0 ? k : 0;
+  for (int k = length + 1; k <= kMaxLength && above == 0; ++k) above = count_[k] > 0 ? k : 0;
+  if (below > 0 && above > 0) {
+    const double f = static_cast<double>(length - below) / static_cast<double>(above - below);
+    return (1.0 - f) * seconds_[below] + f * seconds_[above];
+  }
+  if (below > 0) return seconds_[below] * (1.0 + 0.5 * static_cast<double>(length - below) / below);
+  if (above > 0) return seconds_[above] * static_cast<double>(length) / static_cast<double>(above);
+  return 0.0;
+}
+
 DraftPolicy::DraftPolicy(int draft_min, int draft_max, bool adaptive)
     : draft_min_(draft_min),
       draft_max_(draft_max),
@@ -62,7 +88,7 @@ DraftPolicy::DraftPolicy(int draft_min, int draft_max, bool adaptive)
 
 double DraftPolicy::acceptance() const { return accepted_weight_ / evaluated_weight_; }
 
-int DraftPolicy::next_length(const CostModel& cost, double proposer_cost_per_token, int64_t batch_slots) {
+int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots) {
   if (!adaptive_) return draft_max_;
   if (off_) {
     if (++plain_since_off_ < kProbeAfter) {
@@ -81,14 +107,16 @@ int DraftPolicy::next_length(const CostModel& cost, double proposer_cost_per_tok
     const double expected_tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
     // The slots decoding together share the forward: a round of this slot's k + 1 tokens with the others'
     // steps, against a step of all of them.
-    const double round_cost = cost.relative_cost(batch_slots * (k + 1), batch_slots) + proposer_cost_per_token * k;
+    const double step_seconds = cost.seconds(batch_slots);
+    const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(k) / step_seconds : 0.0;
+    const double round_cost = cost.relative_cost(batch_slots * (k + 1), batch_slots) + proposer_cost;
     const double gain = expected_tokens / round_cost;
     if (gain > best_gain) {
       best_gain = gain;
       best_k = k;
     }
   }
-  if (best_gain < kMinGain) {
+  if (best_gain < kMinGain && evaluated_total_ >= kMinEvidence) {
     off_ = true;
     plain_since_off_ = 0;
     ++decisions_.fallbacks;
@@ -103,6 +131,7 @@ void DraftPolicy::record(int drafted, int accepted) {
   ++decisions_.rounds;
   if (drafted < static_cast<int>(decisions_.rounds_by_length.size())) ++decisions_.rounds_by_length[drafted];
   const int evaluated = accepted + (accepted < drafted ? 1 : 0);
+  evaluated_total_ += evaluated;
   accepted_weight_ = kDecay * accepted_weight_ + accepted;
   evaluated_weight_ = kDecay * evaluated_weight_ + evaluated;
 }

@@ -1,7 +1,7 @@
 // Draft-length policy (DESIGN §6): per slot, pick the draft length that maximises expected output tokens per
 // unit of time, from the slot's measured acceptance and the engine's measured cost of a verify batch, and
-// fall back to plain decoding when no length beats it. A slot that fell back probes again after a while,
-// since plain steps tell nothing about acceptance.
+// fall back to plain decoding when no length beats it, once the slot's own drafts have been seen often enough
+// to judge. A slot that fell back probes again after a while, since plain steps tell nothing about acceptance.
 #pragma once
 
 #include <array>
@@ -26,6 +26,23 @@ class CostModel {
   std::array<int64_t, kMaxTokens + 1> count_{};
 };
 
+// Seconds of one proposer call by the draft length it produced, measured by the engine. A draft model's call is
+// one forward of the catch-up tokens and the first draft, then one forward per further draft, so its cost is not
+// proportional to the length: a long draft amortises the first forward.
+class ProposerCost {
+ public:
+  static constexpr int kMaxLength = 32;
+  void observe(int length, double seconds);
+  // Measured when that length was seen; else interpolated between measured lengths; past the longest measured,
+  // extended by half its per-token time per extra token (optimistic, so the policy tries the length and measures
+  // it; below the shortest, scaled down in proportion). 0 until a call was measured.
+  double seconds(int length) const;
+
+ private:
+  std::array<double, kMaxLength + 1> seconds_{};
+  std::array<int64_t, kMaxLength + 1> count_{};
+};
+
 struct PolicyDecisions {
   int64_t rounds = 0;          // speculative rounds
   int64_t plain_steps = 0;     // steps decoded without a draft because the policy chose so
@@ -38,8 +55,8 @@ class DraftPolicy {
   DraftPolicy(int draft_min, int draft_max, bool adaptive);
 
   // The draft length for the next step: 0 = decode plainly, else in [draft_min, draft_max]. batch_slots: the
-  // slots decoding in the same forward (all assumed to draft alike).
-  int next_length(const CostModel& cost, double proposer_cost_per_token, int64_t batch_slots);
+  // slots decoding in the same forward (all assumed to draft alike, in one proposer call).
+  int next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots);
   // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
   void record(int drafted, int accepted);
   // The estimated probability that a draft token is accepted given the previous one was.
@@ -54,6 +71,7 @@ class DraftPolicy {
   bool adaptive_;
   double accepted_weight_;  // decayed sums: recent rounds count more
   double evaluated_weight_;
+  int64_t evaluated_total_ = 0;  // draft tokens verified so far (accepted ones and the first rejected of a round)
   bool off_ = false;
   int plain_since_off_ = 0;
   PolicyDecisions decisions_;

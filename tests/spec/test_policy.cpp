@@ -41,7 +41,7 @@ TEST(DraftPolicy, HighAcceptanceAndCheapVerifyDraftLong) {
   DraftPolicy policy(1, 8, true);
   feed(policy, 60, 8, 8);
   EXPECT_GT(policy.acceptance(), 0.95);
-  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 8);
+  EXPECT_EQ(policy.next_length(cost, ProposerCost{}, 1), 8);
 }
 
 TEST(DraftPolicy, ExpensiveVerifyKeepsDraftsShort) {
@@ -61,29 +61,63 @@ TEST(DraftPolicy, ExpensiveVerifyKeepsDraftsShort) {
       best = k;
     }
   }
-  EXPECT_EQ(policy.next_length(cost, 0.0, 1), best);
+  EXPECT_EQ(policy.next_length(cost, ProposerCost{}, 1), best);
 }
 
 TEST(DraftPolicy, LosingSpeculationFallsBackAndProbesAgain) {
   const CostModel cost = linear_cost(0.004, 0.002);  // an extra token costs half a step
   DraftPolicy policy(1, 8, true);
   feed(policy, 40, 4, 0);  // nothing is ever accepted
-  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 0);
+  EXPECT_EQ(policy.next_length(cost, ProposerCost{}, 1), 0);
   EXPECT_EQ(policy.decisions().fallbacks, 1);
   int plain = 1;
-  while (plain < 100 && policy.next_length(cost, 0.0, 1) == 0) ++plain;
+  while (plain < 100 && policy.next_length(cost, ProposerCost{}, 1) == 0) ++plain;
   EXPECT_EQ(plain, 32) << "a probe round of draft_min tokens after 32 plain steps";
   EXPECT_EQ(policy.decisions().plain_steps, 32);
   policy.record(1, 0);  // the probe failed: back to plain decoding
-  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 0);
+  EXPECT_EQ(policy.next_length(cost, ProposerCost{}, 1), 0);
   EXPECT_EQ(policy.decisions().fallbacks, 2);
+}
+
+TEST(DraftPolicy, ANewSlotDraftsUntilItHasEvidence) {
+  // A proposer costing 0.45 of a step per token and an extra verify token 20 %: at the prior's acceptance of
+  // 1/2 no length pays ((1 + a) / 1.65 = 0.91 at k = 1), but the prior is no evidence. The slot drafts until
+  // 16 of its draft tokens were verified; if they were right it goes on, if wrong it falls back.
+  const CostModel cost = linear_cost(0.010, 0.002);
+  ProposerCost proposer;
+  for (int k = 1; k <= 8; ++k) proposer.observe(k, 0.0045 * k);
+  for (const bool right : {true, false}) {
+    DraftPolicy policy(1, 8, true);
+    int64_t verified = 0;
+    while (verified < 16) {
+      const int k = policy.next_length(cost, proposer, 1);
+      ASSERT_GE(k, 1) << "fell back after " << verified << " verified draft tokens";
+      policy.record(k, right ? k : 0);
+      verified += right ? k : 1;
+    }
+    EXPECT_EQ(policy.next_length(cost, proposer, 1) == 0, !right) << (right ? "right drafts" : "wrong drafts");
+  }
+}
+
+TEST(ProposerCost, MeasuredInterpolatedAndOptimisticallyExtended) {
+  ProposerCost proposer;
+  EXPECT_DOUBLE_EQ(proposer.seconds(3), 0.0);
+  proposer.observe(2, 0.010);  // a first forward of 6 ms and one more of 4 ms
+  proposer.observe(6, 0.026);
+  EXPECT_DOUBLE_EQ(proposer.seconds(2), 0.010);
+  EXPECT_NEAR(proposer.seconds(4), 0.018, 1e-12);              // halfway
+  EXPECT_NEAR(proposer.seconds(8), 0.026 * (1 + 0.5 * 2 / 6.0), 1e-12);  // half the per-token time per extra token
+  EXPECT_NEAR(proposer.seconds(1), 0.005, 1e-12);              // scaled down from 2
+  proposer.observe(0, 1.0);
+  proposer.observe(3, -1.0);
+  EXPECT_NEAR(proposer.seconds(3), 0.014, 1e-12);              // ignored: still interpolated
 }
 
 TEST(DraftPolicy, FixedLengthIgnoresTheMeasurements) {
   const CostModel cost = linear_cost(0.004, 0.004);
   DraftPolicy policy(2, 5, false);
   feed(policy, 40, 5, 0);
-  EXPECT_EQ(policy.next_length(cost, 0.0, 1), 5);
+  EXPECT_EQ(policy.next_length(cost, ProposerCost{}, 1), 5);
 }
 
 TEST(DraftPolicy, SharedBatchesCompareAgainstAStepOfAllSlots) {
@@ -94,7 +128,7 @@ TEST(DraftPolicy, SharedBatchesCompareAgainstAStepOfAllSlots) {
   EXPECT_NEAR(cost.relative_cost(12, 4), 22.0 / 14.0, 1e-9);
   DraftPolicy policy(1, 8, true);
   feed(policy, 100, 8, 8);
-  const int k = policy.next_length(cost, 0.0, 4);
+  const int k = policy.next_length(cost, ProposerCost{}, 4);
   EXPECT_GE(k, 1);
   EXPECT_LE(k, 8);
 }
