@@ -1,9 +1,10 @@
 """Run llama.cpp's convert_hf_to_gguf.py unchanged, except that the BPE pre-tokenizer
 check is bypassed: get_vocab_base_pre() answers "qwen2" (our tiny home-made byte-level
 BPE uses the Qwen2 pre-tokenizer regex but its hash is of course unknown to the converter)."""
+import os
 import sys
 from pathlib import Path
-LLAMA = Path("/work/llama/llama_cpp_python-0.3.36/vendor/llama.cpp")
+LLAMA = Path(os.environ.get("LLAMA_CPP_DIR", "/work/llama/llama_cpp_python-0.3.36/vendor/llama.cpp"))
 sys.path.insert(0, str(LLAMA))
 sys.path.insert(1, str(LLAMA / "gguf-py"))
 import conversion.base as base  # noqa: E402

@@ -1,4 +1,4 @@
-"""Shared helpers for the tiny real-layout model zoo (see out/README.md).
+"""Shared helpers for the tiny real-layout model zoo (tests/data/zoo/README.md says what they made and how).
 
 Each make_<family>.py builds a random-init HF checkpoint from a shrunk copy of the
 family's published config, converts it with llama.cpp's own convert_hf_to_gguf.py
@@ -8,10 +8,13 @@ quantizes it with llama-quantize and records llama.cpp's greedy output with refg
 import json, math, os, subprocess, sys, codecs, hashlib
 from pathlib import Path
 
-ZOO = Path(__file__).resolve().parent
-LLAMA = Path("/work/llama/llama_cpp_python-0.3.36/vendor/llama.cpp")
+# Outputs go under the working folder; llama.cpp (a built checkout) and refgen (the libllama reference program)
+# are found through LLAMA_CPP_DIR and REFGEN, defaulting to where they were when the zoo was made.
+ZOO = Path.cwd()
+SCRIPTS = Path(__file__).resolve().parent
+LLAMA = Path(os.environ.get("LLAMA_CPP_DIR", "/work/llama/llama_cpp_python-0.3.36/vendor/llama.cpp"))
 BIN = LLAMA / "build/bin"
-REFGEN = "/work/llama/refgen/refgen"
+REFGEN = os.environ.get("REFGEN", "/work/llama/refgen/refgen")
 PROMPT_TEXT = "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,"  # the text of tests/data/*-tiny-f32.json prompts
 OUT = ZOO / "out"
 HF = ZOO / "hf"
@@ -107,10 +110,11 @@ def sh(cmd, log=None):
 def pipeline(name: str, hfdir: Path, outtype: str = "f16", extra_convert_args=(), raw_config=False):
     """convert -> quantize (Q8_0, Q4_K_M, IQ4_XS) -> refgen for each file."""
     OUT.mkdir(exist_ok=True)
+    (ZOO / "logs").mkdir(exist_ok=True)
     log = open(ZOO / f"logs/{name}.log", "w")
     os.environ["ZOO_RAW_CONFIG"] = "1" if raw_config else "0"
     base = OUT / f"{name}-{outtype}.gguf"
-    sh([sys.executable, ZOO / "convert_qwen2pre.py", hfdir, "--outtype", outtype, "--outfile", base, *extra_convert_args], log)
+    sh([sys.executable, SCRIPTS / "convert_qwen2pre.py", hfdir, "--outtype", outtype, "--outfile", base, *extra_convert_args], log)
     files = [base]
     for q in ("Q8_0", "Q4_K_M", "IQ4_XS"):
         dst = OUT / f"{name}-{q}.gguf"
