@@ -74,6 +74,7 @@ struct RunConfig {
   int n_slots = 1;
   std::string draft_model;
   bool adaptive = false;
+  int64_t draft_vocab = 0;
 };
 
 std::unique_ptr<Engine> open(const RunConfig& config) {
@@ -86,6 +87,7 @@ std::unique_ptr<Engine> open(const RunConfig& config) {
   options.spec.mode = config.mode;
   options.spec.rollback = config.rollback;
   options.spec.draft_model = config.draft_model;
+  options.spec.draft_vocab = config.draft_vocab;
   options.spec.draft_max = 4;
   options.spec.adaptive = config.adaptive;
   options.spec.oracle_error_rate = 0.35;
@@ -275,6 +277,34 @@ TEST(SpecOptions, BadOptionsAreRefusedWithAReason) {
   refused([](EngineOptions& o) { o.spec.mode = "draft"; o.spec.draft_model = data_path("missing.gguf"); }, "missing.gguf");
   refused([](EngineOptions& o) { o.model_path = data_path("lfm2-tiny-f32.gguf"); o.spec.mode = "mtp"; }, "no next-token-prediction");
   refused([](EngineOptions& o) { o.spec.mode = "oracle"; o.spec.oracle_error_rate = 1.5; }, "oracle error rate must be in [0, 1], got 1.5");
+  refused([](EngineOptions& o) { o.spec.draft_vocab = 100; }, "draft-vocab applies to --spec draft");
+  refused([](EngineOptions& o) {
+    o.spec.mode = "draft";
+    o.spec.draft_model = data_path("qwen35-tiny-f32.gguf");
+    o.spec.draft_vocab = 513;
+  }, "draft-vocab 513 exceeds the draft model's vocabulary of 512 tokens");
+}
+
+// A draft model that scores only ids below 100 (the byte vocabulary's printable 'd'..'~' and above are out of
+// its reach) still gives exactly the plain output: the drafts it cannot make cost acceptance only.
+TEST(SpecOptions, DraftVocabularyKeepsTheOutputExact) {
+  const std::string model = "qwen35-tiny-f32.gguf";
+  RunConfig config;
+  config.model = model;
+  config.mode = "draft";
+  config.draft_model = twin_of(model);
+  config.draft_vocab = 100;
+  auto engine = open(config);
+  ASSERT_NE(engine, nullptr);
+  const std::vector<Output> restricted = run_all(*engine, prompts());
+  const std::vector<Output>& plain = reference(model);
+  ASSERT_EQ(restricted.size(), plain.size());
+  int64_t drafted = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(restricted[i].ids, plain[i].ids) << "prompt " << i;
+    drafted += restricted[i].spec.drafted;
+  }
+  EXPECT_GT(drafted, 0);
 }
 
 // A pure-attention model speculates with policy none (KV rows only need truncation).
