@@ -54,6 +54,7 @@ int serve(const ServeOptions& options) {
 void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with slots and speculative decoding");
   options.engine.n_slots = 4;
+  options.engine.cache_ram_mib = 1024;
   cmd->add_option("-m,--model", options.engine.model_path, "GGUF model file")->required();
   cmd->add_option("--host", options.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", options.port, "port to listen on (0: any free port)")->capture_default_str();
@@ -71,6 +72,13 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
   cmd->add_option("--max-queue", options.max_queue, "requests waiting for a slot before answering 429")
       ->capture_default_str();
   cmd->add_option("--timeout", options.timeout_seconds, "socket read and write timeout in seconds")
+      ->capture_default_str();
+  cmd->add_option("--cache-ram", options.engine.cache_ram_mib,
+                  "MiB of host memory for prompt-reuse checkpoints of the recurrent state (0: none; a slot's own "
+                  "state is reused either way)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-every", options.engine.checkpoint_every,
+                  "with --cache-ram: a checkpoint every N tokens of long prompts, besides one at each prompt's end")
       ->capture_default_str();
   add_speculation_options(*cmd, options.engine, "none, ngram, draft, mtp (requests may turn it off or draft less)");
   cmd->callback([&options, &exit_code] { exit_code = serve(options); });

@@ -20,6 +20,13 @@ Compare 4 slots with and without speculation against 1 slot, as one markdown tab
     $L --label "4 slots, none"  -- build/apps/rewind serve -m $M --port 8091 --slots 4 --spec none
     $L --label "1 slot, none"   -- build/apps/rewind serve -m $M --port 8091 --slots 1 --spec none
 
+Multi-turn conversations (--turns K, chat): --requests conversations of K turns each, every turn's request the
+whole history (system, earlier questions and the server's answers) plus a new question, as chat clients send
+them. The report adds, per turn, TTFT and the prompt tokens the server reused (usage.prompt_tokens_details.
+cached_tokens); --no-cache-prompt sends "cache_prompt": false to measure the same conversations without reuse:
+    scripts/load_test.py --chat --turns 5 --requests 8 --concurrency 2 -- build/apps/rewind serve -m M --port 8091
+    scripts/load_test.py --chat --turns 5 --requests 8 --concurrency 2 --no-cache-prompt -- build/apps/rewind ...
+
 Metrics (client-side clocks): TTFT = request sent -> first chunk with non-empty text (or the final chunk if
 none); TPOT = (last text chunk - first text chunk) / (usage.completion_tokens - 1), for requests with >= 2
 completion tokens. Errors: non-200 status, an {"error": ...} chunk, a stream without [DONE], exceptions; 429s
@@ -92,7 +99,7 @@ def summarize(values):
 
 class Result:
     __slots__ = ("ok", "status", "error", "ttft", "tpot", "completion_tokens", "prompt_tokens", "draft_n",
-                 "draft_n_accepted")
+                 "draft_n_accepted", "cached_tokens", "text", "turn")
 
     def __init__(self):
         self.ok = False
@@ -101,6 +108,9 @@ class Result:
         self.ttft = self.tpot = None
         self.completion_tokens = self.prompt_tokens = 0
         self.draft_n = self.draft_n_accepted = 0
+        self.cached_tokens = 0
+        self.text = ""
+        self.turn = 0
 
 
 class Client:
@@ -115,10 +125,14 @@ class Client:
             self.conn.close()
         self.conn, self.used = None, False
 
-    def body(self, i):
+    def body(self, i, messages=None):
         a, prompt = self.args, self.prompts[i % len(self.prompts)]
         req = {"max_tokens": a.max_tokens, "temperature": a.temperature, "stream": True, "seed": i}
-        if a.chat:
+        if a.no_cache_prompt:
+            req["cache_prompt"] = False
+        if messages is not None:
+            req["messages"] = messages
+        elif a.chat:
             req["messages"] = [{"role": "user", "content": prompt}]
         else:
             req["prompt"] = prompt
@@ -126,9 +140,9 @@ class Client:
             req["speculative"] = {"type": a.speculative_type}
         return json.dumps(req).encode()
 
-    def run(self, i):
+    def run(self, i, messages=None):
         r = Result()
-        body = self.body(i)
+        body = self.body(i, messages)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self.args.api_key:
             headers["Authorization"] = "Bearer " + self.args.api_key
@@ -205,6 +219,7 @@ class Client:
             for ch in obj.get("choices") or []:
                 text = ch.get("delta", {}).get("content") if self.args.chat else ch.get("text")
                 if text:
+                    r.text += text
                     if first is None:
                         first = now
                     last = now
@@ -230,8 +245,32 @@ class Client:
         r.prompt_tokens = int(usage.get("prompt_tokens", timings.get("prompt_n", 0)) or 0)
         if r.completion_tokens >= 2 and last is not None:
             r.tpot = (last - first) / (r.completion_tokens - 1)
+        r.cached_tokens = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+                              or timings.get("cache_n") or 0)
         r.draft_n = int(timings.get("draft_n") or 0)
         r.draft_n_accepted = int(timings.get("draft_n_accepted") or 0)
+
+
+def conversation_message(prompts, i, turn):
+    # Three prompts per question, so that each turn adds a paragraph to the history.
+    return " ".join(prompts[(i * 7 + turn * 3 + j) % len(prompts)] for j in range(3))
+
+
+def run_conversation(client, i, args, prompts, stop):
+    """Turns of conversation i on one connection; each turn's Result carries its turn number."""
+    messages = [{"role": "system", "content": "You are a helpful assistant. Answer briefly."}]
+    results = []
+    for turn in range(args.turns):
+        if stop.is_set():
+            break
+        messages.append({"role": "user", "content": conversation_message(prompts, i, turn)})
+        r = client.run(i * args.turns + turn, messages)
+        r.turn = turn
+        results.append(r)
+        if not r.ok:
+            break
+        messages.append({"role": "assistant", "content": r.text})
+    return results
 
 
 def run_load(host, port, args, prompts, stop):
@@ -247,7 +286,10 @@ def run_load(host, port, args, prompts, stop):
                     i = next(counter)
                 if i >= args.requests:
                     return
-                results[i] = client.run(i)
+                if args.turns > 1:
+                    results[i] = run_conversation(client, i, args, prompts, stop)
+                else:
+                    results[i] = [client.run(i)]
         finally:
             client.close()
 
@@ -259,7 +301,7 @@ def run_load(host, port, args, prompts, stop):
     for t in threads:
         while t.is_alive():
             t.join(0.2)
-    return [r for r in results if r is not None], time.perf_counter() - t0
+    return [r for turns in results if turns is not None for r in turns], time.perf_counter() - t0
 
 
 def report(results, wall, args, url, server_cmd):
@@ -276,6 +318,12 @@ def report(results, wall, args, url, server_cmd):
         if len(samples) >= 5:
             break
     ms = lambda xs: [x * 1e3 for x in xs if x is not None]
+    by_turn = []
+    for turn in range(args.turns if args.turns > 1 else 0):
+        rs = [r for r in ok if r.turn == turn]
+        by_turn.append({"turn": turn + 1, "n": len(rs), "ttft_ms": summarize(ms(r.ttft for r in rs)),
+                        "prompt_tokens": summarize([r.prompt_tokens for r in rs]),
+                        "cached_tokens": summarize([r.cached_tokens for r in rs])})
     return {
         "label": args.label,
         "url": url,
@@ -297,10 +345,13 @@ def report(results, wall, args, url, server_cmd):
         "draft_n": draft_n,
         "draft_n_accepted": accepted,
         "acceptance_rate": accepted / draft_n if draft_n else None,
+        "cached_tokens": sum(r.cached_tokens for r in ok),
+        "turns": by_turn,
         "percentile_method": "linear interpolation",
         "config": {"concurrency": args.concurrency, "max_tokens": args.max_tokens,
                    "temperature": args.temperature, "chat": args.chat,
-                   "speculative_type": args.speculative_type, "prompts": args.prompt_file or "built-in"},
+                   "speculative_type": args.speculative_type, "prompts": args.prompt_file or "built-in",
+                   "turns": args.turns, "cache_prompt": not args.no_cache_prompt},
     }
 
 
@@ -327,6 +378,13 @@ def print_summary(rep):
         f"acceptance:   " + ("-" if acc is None else
                              f"{acc:.1%} ({rep['draft_n_accepted']}/{rep['draft_n']} drafted tokens)"),
     ]
+    if rep["turns"]:
+        lines.append(f"prompt reuse: {rep['cached_tokens']} of {rep['prompt_tokens']} prompt tokens taken from the "
+                     f"server's state")
+        lines.append("turn | n | TTFT p50 ms | prompt tokens p50 | cached tokens p50")
+        for t in rep["turns"]:
+            lines.append(f"{t['turn']:4d} | {t['n']} | {fmt(t['ttft_ms']['p50'])} | "
+                         f"{fmt(t['prompt_tokens']['p50'], '.0f')} | {fmt(t['cached_tokens']['p50'], '.0f')}")
     for e in rep["error_samples"]:
         lines.append(f"error:        {e}")
     print("\n".join(lines), flush=True)
@@ -457,6 +515,10 @@ def parse_args(argv):
     ap.add_argument("--api-key", help="sent as Authorization: Bearer KEY")
     ap.add_argument("--prompt-file", help="one prompt per line (replaces the built-in prompts)")
     ap.add_argument("--speculative-type", help='adds "speculative": {"type": X} to each request (none, ngram, ...)')
+    ap.add_argument("--turns", type=int, default=1,
+                    help="chat conversations of this many turns (each --requests is one conversation)")
+    ap.add_argument("--no-cache-prompt", action="store_true",
+                    help='send "cache_prompt": false (the server computes every prompt whole)')
     ap.add_argument("--timeout", type=float, default=300.0, help="socket timeout per request, seconds")
     ap.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for GET /health = 200")
     ap.add_argument("--label", default="", help="tag for this run in the output")
@@ -467,8 +529,10 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if args.launch and not server_cmd:
         ap.error("--launch needs the server command after `--`")
-    if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1:
-        ap.error("--requests, --concurrency and --max-tokens must be positive")
+    if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.turns < 1:
+        ap.error("--requests, --concurrency, --max-tokens and --turns must be positive")
+    if args.turns > 1 and not args.chat:
+        ap.error("--turns needs --chat (a conversation is a list of messages)")
     return ap, args, server_cmd
 
 

@@ -35,6 +35,11 @@ struct EngineOptions {
   int n_slots = 1;          // sequences decoded together
   int n_batch = 512;        // most tokens in one forward (prompt chunking)
   int rewind_depth = 0;     // committed tokens per slot that can be rolled back exactly; 0: off, no memory
+  // Prompt reuse (see Request::cache_prompt): host memory for checkpoints of the recurrent state after each
+  // prompt, restored when a later prompt diverges from a slot's tokens further back than the rewind depth;
+  // 0: no checkpoints (a slot's own state is still reused where it can be rewound to the divergence).
+  int64_t cache_ram_mib = 0;
+  int64_t checkpoint_every = 1024;  // with cache_ram_mib: a checkpoint every this many tokens of long prompts too
   std::string chat_template;  // "chatml", "gemma" or "llama3"; empty: the family of the GGUF's template
   std::function<void(double fraction)> on_load_progress;  // may be empty
   SpecOptions spec;
@@ -70,6 +75,9 @@ struct Request {
   int top_logprobs = 0;             // > 0: report the K most likely tokens at every step
   RequestSpec spec;
   std::vector<int32_t> oracle_ids;  // --spec oracle: the continuation the oracle drafts from (none: no drafts)
+  // Start from the state of the idle slot (or the checkpoint) that holds the longest prefix of the prompt
+  // instead of computing it all; the output is the same either way.
+  bool cache_prompt = true;
 };
 
 struct TokenLogprob {
@@ -108,6 +116,7 @@ struct SpecStats {
 
 struct RequestTimings {
   int64_t n_prompt_tokens = 0;
+  int64_t n_cached_tokens = 0;  // of the prompt's tokens, those taken from a slot's state or a checkpoint
   int64_t n_generated_tokens = 0;
   double prompt_seconds = 0.0;
   double generation_seconds = 0.0;
@@ -138,6 +147,7 @@ struct SlotStatus {
   int64_t n_prompt = 0;
   int64_t n_computed = 0;  // positions whose state is written (prompt progress)
   int64_t n_generated = 0;
+  int64_t n_cached = 0;      // tokens whose state the slot holds for the next request to reuse
   bool speculating = false;  // the request drafts; false when speculation is off for it
   bool backed_off = false;   // the draft-length policy switched drafting off for now (it probes again later)
   int64_t drafted = 0;
@@ -147,6 +157,8 @@ struct SlotStatus {
 
 struct EngineStatus {
   int64_t n_queued = 0;  // submitted requests waiting for a slot
+  int64_t n_checkpoints = 0;    // prompt-reuse checkpoints in host memory
+  size_t checkpoint_bytes = 0;
   std::vector<SlotStatus> slots;
 };
 

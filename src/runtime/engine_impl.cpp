@@ -103,6 +103,13 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
     return Status::errorf("rewind depth must be in [0, context size = {}], got {}", options.n_ctx,
                           options.rewind_depth);
   }
+  if (options.cache_ram_mib < 0 || options.cache_ram_mib > (int64_t{1} << 24)) {
+    return Status::errorf("cache RAM must be in [0, 16777216] MiB, got {}", options.cache_ram_mib);
+  }
+  if (options.checkpoint_every < 0) {
+    return Status::errorf("checkpoint interval must be >= 0 tokens (0: prompt ends only), got {}",
+                          options.checkpoint_every);
+  }
   REWIND_RETURN_IF_ERROR(validate_spec(options.spec, options));
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->options_ = options;
@@ -130,6 +137,10 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   engine->state_ = std::make_unique<state::ModelState>(engine->model_->kv_specs(), engine->model_->recurrent_specs(),
                                                        state_options);
   engine->forward_ = std::make_unique<model::ForwardContext>(*engine->model_, *engine->pool_, options.n_batch);
+  if (options.cache_ram_mib > 0 && engine->state_->has_recurrent_layers()) {
+    engine->prompt_cache_ = std::make_unique<PromptCache>(static_cast<size_t>(options.cache_ram_mib) << 20);
+    engine->checkpoint_scratch_.resize(static_cast<size_t>(engine->state_->recurrent().slot_floats()));
+  }
   if (spec.mode == "ngram") {
     engine->proposer_ = std::make_unique<spec::NgramProposer>(spec.ngram_min, spec.ngram_max);
   } else if (spec.mode == "draft") {
@@ -293,40 +304,103 @@ RequestTimings EngineImpl::timings(int64_t request_id) const {
   return {};
 }
 
+EngineImpl::ReusePlan EngineImpl::plan_reuse(const Slot& slot, const Request& request) const {
+  ReusePlan plan;
+  if (!request.cache_prompt || !slot.holds_state || !state_->state_kept(slot.index)) return plan;
+  const std::vector<int32_t>& prompt = request.prompt_ids;
+  const int64_t held = slot.n_computed;
+  const auto mismatch = std::mismatch(prompt.begin(), prompt.begin() + std::min<int64_t>(held, prompt.size()),
+                                      slot.tokens.begin());
+  const int64_t n_common = mismatch.first - prompt.begin();
+  // The prompt's last token is always computed: its logits give the first output token.
+  const int64_t limit = std::min<int64_t>(n_common, static_cast<int64_t>(prompt.size()) - 1);
+  if (!state_->has_recurrent_layers()) return {ReusePlan::Kind::truncate, limit, nullptr};
+  if (held <= limit) return {ReusePlan::Kind::extend, held, nullptr};
+  if (held - limit <= state_->rewindable(slot.index)) return {ReusePlan::Kind::rewind, limit, nullptr};
+  if (prompt_cache_) {
+    // Its KV rows are in this slot: the checkpoint's prefix is one of the slot's own (length <= limit).
+    const PromptCache::Entry* entry = prompt_cache_->find(prompt, limit);
+    if (entry != nullptr) return {ReusePlan::Kind::restore, static_cast<int64_t>(entry->tokens.size()), entry};
+  }
+  return plan;
+}
+
+// Requests take slots in arrival order; each goes to the idle slot whose state saves it the most tokens, and
+// when none saves any, to the one used longest ago (the others keep their conversations for longer).
 void EngineImpl::assign_pending() {
-  for (Slot& slot : slots_) {
-    if (pending_.empty()) return;
-    if (slot.busy) continue;
-    Pending next = std::move(pending_.front());
-    pending_.pop_front();
-    slot.busy = true;
-    slot.cancelled = false;
-    slot.request_id = next.id;
-    slot.request = std::move(next.request);
-    slot.on_token = std::move(next.on_token);
-    slot.tokens = slot.request.prompt_ids;
-    slot.n_prompt = static_cast<int64_t>(slot.tokens.size());
-    slot.n_computed = 0;
-    slot.n_generated = 0;
-    state_->reset_slot(slot.index);
-    // Validated in submit(), so creation cannot fail here.
-    slot.sampler.emplace(std::move(sampling::Sampler::create(to_sampling_params(slot.request.sampling)).value()));
-    for (int32_t token : slot.tokens) slot.sampler->accept(token);
-    slot.decoder.emplace(*tokenizer_);
-    slot.timings = RequestTimings{};
-    slot.timings.n_prompt_tokens = slot.n_prompt;
-    slot.start_time = Clock::now();
-    slot.counters_at_start = state_->counters(slot.index);
-    slot.policy.reset();
-    if (proposer_) {
-      proposer_->reset_slot(slot.index);
-      const RequestSpec& wanted = slot.request.spec;
-      if (wanted.mode != "none") {
-        const int draft_max = wanted.draft_max > 0 ? wanted.draft_max : options_.spec.draft_max;
-        slot.policy.emplace(std::min(options_.spec.draft_min, draft_max), draft_max, options_.spec.adaptive);
+  while (!pending_.empty()) {
+    const Request& request = pending_.front().request;
+    Slot* best = nullptr;
+    ReusePlan best_plan;
+    for (Slot& slot : slots_) {
+      if (slot.busy) continue;
+      const ReusePlan plan = plan_reuse(slot, request);
+      const bool better = best == nullptr || plan.n_kept > best_plan.n_kept ||
+                          (plan.n_kept == best_plan.n_kept && slot.last_used < best->last_used);
+      if (better) {
+        best = &slot;
+        best_plan = plan;
       }
     }
+    if (best == nullptr) return;
+    Pending next = std::move(pending_.front());
+    pending_.pop_front();
+    start_request(*best, std::move(next), best_plan);
   }
+}
+
+void EngineImpl::start_request(Slot& slot, Pending next, const ReusePlan& plan) {
+  slot.busy = true;
+  slot.cancelled = false;
+  slot.last_used = ++n_assigned_;
+  slot.request_id = next.id;
+  slot.request = std::move(next.request);
+  slot.on_token = std::move(next.on_token);
+  slot.tokens = slot.request.prompt_ids;
+  slot.n_prompt = static_cast<int64_t>(slot.tokens.size());
+  slot.n_generated = 0;
+  slot.holds_state = false;
+  if (plan.kind == ReusePlan::Kind::rewind) {
+    // Planned within rewindable(): a refusal is a broken invariant.
+    const Status rewound = state_->rewind(slot.index, slot.n_computed - plan.n_kept);
+    REWIND_CHECK(rewound.is_ok(), "slot {}: {}", slot.index, rewound.message());
+  } else if (plan.kind == ReusePlan::Kind::restore) {
+    state_->restore_recurrent(slot.index, plan.checkpoint->state.data());
+    prompt_cache_->touch(plan.checkpoint);
+  }
+  if (plan.kind == ReusePlan::Kind::fresh) state_->reset_slot(slot.index);
+  slot.n_computed = plan.n_kept;
+  slot.checkpointed_at = plan.n_kept;
+  // Validated in submit(), so creation cannot fail here.
+  slot.sampler.emplace(std::move(sampling::Sampler::create(to_sampling_params(slot.request.sampling)).value()));
+  for (int32_t token : slot.tokens) slot.sampler->accept(token);
+  slot.decoder.emplace(*tokenizer_);
+  slot.timings = RequestTimings{};
+  slot.timings.n_prompt_tokens = slot.n_prompt;
+  slot.timings.n_cached_tokens = plan.n_kept;
+  slot.start_time = Clock::now();
+  slot.counters_at_start = state_->counters(slot.index);
+  slot.policy.reset();
+  if (proposer_) {
+    proposer_->start_sequence(slot.index, plan.n_kept);
+    const RequestSpec& wanted = slot.request.spec;
+    if (wanted.mode != "none") {
+      const int draft_max = wanted.draft_max > 0 ? wanted.draft_max : options_.spec.draft_max;
+      slot.policy.emplace(std::min(options_.spec.draft_min, draft_max), draft_max, options_.spec.adaptive);
+    }
+  }
+}
+
+void EngineImpl::maybe_save_checkpoint(Slot& slot) {
+  if (!prompt_cache_ || slot.n_computed <= slot.checkpointed_at) return;
+  const bool prompt_end = slot.n_computed == slot.n_prompt;
+  const int64_t every = options_.checkpoint_every;
+  const bool interval = every > 0 && slot.n_computed / every > slot.checkpointed_at / every;
+  if (!prompt_end && !interval) return;
+  state_->save_recurrent(slot.index, checkpoint_scratch_.data());
+  prompt_cache_->store(std::span<const int32_t>(slot.tokens.data(), static_cast<size_t>(slot.n_computed)),
+                       checkpoint_scratch_);
+  slot.checkpointed_at = slot.n_computed;
 }
 
 void EngineImpl::finish(Slot& slot, FinishReason reason) {
@@ -342,6 +416,8 @@ void EngineImpl::finish(Slot& slot, FinishReason reason) {
   finished_timings_[slot.request_id] = slot.timings;
   auto callback = std::move(slot.on_token);
   slot.busy = false;
+  // A request that ended normally leaves the state of exactly tokens[0, n_computed) (see emit for end tokens).
+  slot.holds_state = reason != FinishReason::error && slot.n_computed <= static_cast<int64_t>(slot.tokens.size());
   slot.on_token = nullptr;
   slot.sampler.reset();
   slot.decoder.reset();
@@ -374,6 +450,8 @@ void EngineImpl::emit(Slot& slot, int32_t token, const float* logits_row) {
     slot.timings.prompt_seconds = seconds_between(slot.start_time, slot.first_token_time);
   }
   if (!slot.request.ignore_eos && tokenizer_->is_eog(token)) {
+    // An accepted draft's end token is in the state already: the slot's tokens follow it for reuse.
+    if (slot.n_computed > static_cast<int64_t>(slot.tokens.size())) slot.tokens.push_back(token);
     finish(slot, FinishReason::eos);
     return;
   }
@@ -422,10 +500,15 @@ StateReport EngineImpl::state_report() const {
 EngineStatus EngineImpl::status() const {
   EngineStatus status;
   status.n_queued = static_cast<int64_t>(pending_.size());
+  if (prompt_cache_) {
+    status.n_checkpoints = prompt_cache_->n_entries();
+    status.checkpoint_bytes = prompt_cache_->bytes();
+  }
   for (const Slot& slot : slots_) {
     SlotStatus entry;
     entry.index = slot.index;
     entry.busy = slot.busy;
+    entry.n_cached = slot.busy || slot.holds_state ? slot.n_computed : 0;
     if (slot.busy) {
       entry.request_id = slot.request_id;
       entry.n_prompt = slot.n_prompt;
@@ -603,6 +686,7 @@ Status EngineImpl::step() {
       REWIND_RETURN_IF_ERROR(proposer_->on_target_forward(run.slot, run.first_position, run.n_tokens, run.n_tokens,
                                                           forward_->hidden_rows() + run_first_row_ * info_.n_embd));
     }
+    if (run.first_position < slot.n_prompt) maybe_save_checkpoint(slot);
     if (run.logit_row >= 0) handle_logits(slot, logits_.data() + run.logit_row * info_.n_vocab);
   }
   return Status::ok();

@@ -12,6 +12,7 @@
 #include "model/forward_context.h"
 #include "model/model.h"
 #include "rewind/engine.h"
+#include "runtime/prompt_cache.h"
 #include "runtime/slot.h"
 #include "spec/policy.h"
 #include "spec/proposer.h"
@@ -46,8 +47,26 @@ class EngineImpl final : public Engine {
     std::function<void(const TokenEvent&)> on_token;
   };
 
+  // How a request starts in a slot: the prefix of its prompt it takes from the slot's state (or a checkpoint).
+  struct ReusePlan {
+    enum class Kind {
+      fresh,     // nothing: the slot is reset
+      extend,    // the slot's whole state (its tokens are a prefix of the prompt)
+      truncate,  // the first n_kept of the slot's tokens (no recurrent layers: shortening the KV is free)
+      rewind,    // the slot's state rewound to n_kept (the divergence is within its rewind ring)
+      restore,   // a checkpoint's recurrent state, with the slot's KV rows of its prefix
+    };
+    Kind kind = Kind::fresh;
+    int64_t n_kept = 0;
+    const PromptCache::Entry* checkpoint = nullptr;
+  };
+
   EngineImpl() = default;
   Status validate_request_spec(const RequestSpec& spec) const;
+  ReusePlan plan_reuse(const Slot& slot, const Request& request) const;
+  void start_request(Slot& slot, Pending next, const ReusePlan& plan);
+  // After a prompt chunk: a checkpoint at the prompt's end, and every checkpoint_every tokens of a long one.
+  void maybe_save_checkpoint(Slot& slot);
   void assign_pending();
   void finish(Slot& slot, FinishReason reason);
   void handle_logits(Slot& slot, const float* logits);
@@ -85,6 +104,9 @@ class EngineImpl final : public Engine {
   spec::ProposerCost proposer_cost_;
   int64_t speculative_steps_since_plain_ = 0;  // decode steps with a draft since the last fully plain one
   int64_t run_first_row_ = 0;                 // batch row of the run being finished
+  std::unique_ptr<PromptCache> prompt_cache_;  // with cache_ram_mib and recurrent layers
+  std::vector<float> checkpoint_scratch_;
+  uint64_t n_assigned_ = 0;                   // requests given a slot so far (the slots' LRU clock)
 };
 
 }  // namespace rwd::runtime

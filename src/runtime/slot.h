@@ -1,5 +1,6 @@
 // Slot: one sequence being decoded — its request, tokens, how many are already in the KV rows, its
-// sampler and its stream decoder. The scheduler asks each slot for n_total - n_computed tokens.
+// sampler and its stream decoder. The scheduler asks each slot for n_total - n_computed tokens. An idle slot
+// keeps its tokens and state for the next request to reuse (holds_state).
 #pragma once
 
 #include <chrono>
@@ -27,6 +28,11 @@ struct Slot {
   std::vector<int32_t> tokens;  // prompt followed by generated tokens
   int64_t n_prompt = 0;
   int64_t n_computed = 0;       // tokens whose KV rows are written
+  // Idle: the state is that of tokens[0, n_computed) exactly (the last request finished normally), so a request
+  // with the same prefix may start from it.
+  bool holds_state = false;
+  uint64_t last_used = 0;       // the engine's request counter when the slot last took a request
+  int64_t checkpointed_at = 0;  // position of the last checkpoint taken of this request's prompt
   int64_t n_generated = 0;
   bool cancelled = false;
   std::optional<sampling::Sampler> sampler;

@@ -283,6 +283,13 @@ std::optional<ApiError> parse_completion_request(const json& body, bool chat, Co
   if (auto error = refuse_unsupported(body, chat)) return error;
   const int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   if (auto error = get_int(body, "max_tokens", 1, kMaxInt, out.max_tokens)) return error;
+  if (!out.max_tokens) {
+    // llama-server's name; -1 (its default) means until the context is full, as an absent max_tokens.
+    std::optional<int64_t> n_predict;
+    if (auto error = get_int(body, "n_predict", -1, kMaxInt, n_predict)) return error;
+    if (n_predict == 0) return field_error("n_predict", "n_predict must be -1 (no limit) or at least 1, got 0");
+    if (n_predict && *n_predict > 0) out.max_tokens = n_predict;
+  }
   if (chat && !out.max_tokens) {
     if (auto error = get_int(body, "max_completion_tokens", 1, kMaxInt, out.max_tokens)) return error;
   }
@@ -337,22 +344,27 @@ std::optional<ApiError> parse_completion_request(const json& body, bool chat, Co
   }
   if (auto error = get_bool(body, "ignore_eos", out.ignore_eos)) return error;
   if (auto error = get_bool(body, "return_tokens", out.return_tokens)) return error;
+  if (auto error = get_bool(body, "cache_prompt", out.cache_prompt)) return error;
   return parse_speculative(body, out);
 }
 
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json timings_json(const RequestTimings& timings, double time_per_output_token) {
   const double prompt_ms = timings.prompt_seconds * 1000.0;
   const double predicted_ms = timings.generation_seconds * 1000.0;
   const auto per_second = [](int64_t n, double ms) { return ms > 0.0 ? static_cast<double>(n) * 1000.0 / ms : 0.0; };
-  return {{"prompt_n", timings.n_prompt_tokens},
+  // As llama-server: cache_n prompt tokens were reused, prompt_n were computed in prompt_ms.
+  const int64_t n_computed = timings.n_prompt_tokens - timings.n_cached_tokens;
+  return {{"cache_n", timings.n_cached_tokens},
+          {"prompt_n", n_computed},
           {"prompt_ms", prompt_ms},
-          {"prompt_per_second", per_second(timings.n_prompt_tokens, prompt_ms)},
+          {"prompt_per_second", per_second(n_computed, prompt_ms)},
           {"predicted_n", timings.n_generated_tokens},
           {"predicted_ms", predicted_ms},
           {"predicted_per_token_ms", time_per_output_token * 1000.0},

@@ -41,6 +41,7 @@ struct CompletionParams {
   bool return_tokens = false;  // extension: the generated token ids in the response
   std::optional<std::string> spec_type;  // speculative.type
   int spec_draft_max = 0;                // speculative.draft_max, 0 when not given
+  bool cache_prompt = true;              // llama-server's: start from a slot's state of the prompt's prefix
 };
 
 // Fills `out` from a request body, or returns the first problem found.
@@ -49,7 +50,9 @@ std::optional<ApiError> parse_completion_request(const nlohmann::json& body, boo
 // Text for a token id, for the logprobs of the most likely alternatives.
 using PieceOf = std::function<std::string(int32_t)>;
 
-nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// OpenAI's usage, with the prompt tokens taken from a slot's state or a checkpoint as
+// prompt_tokens_details.cached_tokens.
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
 // llama-server's field names, so its tools read them: prompt and generation speed, drafted and accepted.
 nlohmann::json timings_json(const RequestTimings& timings, double time_per_output_token);
 // Completions: {tokens, token_logprobs, top_logprobs, text_offset}; `text_offset` counts from `offset`.

@@ -44,6 +44,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
     requests_->Add({{"outcome", outcome_name(outcome)}});
   }
   prompt_tokens_ = counter(r, "rewind_prompt_tokens_total", "Prompt tokens of requests that produced output");
+  prompt_tokens_cached_ = counter(r, "rewind_prompt_tokens_cached_total",
+                                  "Of those prompt tokens, the ones taken from a slot's state or a checkpoint "
+                                  "instead of being computed");
   generated_tokens_ = counter(r, "rewind_generated_tokens_total", "Tokens generated and returned to clients");
   time_to_first_token_ = histogram(r, "rewind_time_to_first_token_seconds",
                                    "Seconds from a request's arrival to its first generated token (queueing included)",
@@ -68,6 +71,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   slots_backed_off_ = gauge(r, "rewind_slots_spec_backed_off",
                             "Speculating slots where the policy has switched drafting off for now");
   queue_length_ = gauge(r, "rewind_queue_length", "Requests waiting for a slot");
+  checkpoints_ = gauge(r, "rewind_prompt_checkpoints", "Recurrent-state checkpoints of prompts kept for reuse");
+  checkpoint_bytes_ = gauge(r, "rewind_prompt_checkpoint_bytes", "Host memory of those checkpoints (--cache-ram)");
   in_flight_ = gauge(r, "rewind_requests_in_flight", "Requests admitted and not yet answered");
   model_loaded_ = gauge(r, "rewind_model_loaded", "1 once the model is loaded and the server answers requests");
   state_bytes_ = &prometheus::BuildGauge()
@@ -81,6 +86,7 @@ void Metrics::count(Outcome outcome) { requests_->Add({{"outcome", outcome_name(
 
 void Metrics::finished(const GenerationUpdate& final, int64_t n_prompt_tokens) {
   prompt_tokens_->Increment(static_cast<double>(n_prompt_tokens));
+  prompt_tokens_cached_->Increment(static_cast<double>(final.timings.n_cached_tokens));
   generated_tokens_->Increment(static_cast<double>(final.n_generated));
   if (final.n_generated > 0) time_to_first_token_->Observe(final.time_to_first_token);
   if (final.n_generated > 1) time_per_output_token_->Observe(final.time_per_output_token);
@@ -111,6 +117,8 @@ std::string Metrics::render(const EngineSnapshot* snapshot, int64_t in_flight) {
     slots_speculating_->Set(speculating);
     slots_backed_off_->Set(backed_off);
     queue_length_->Set(static_cast<double>(snapshot->status.n_queued));
+    checkpoints_->Set(static_cast<double>(snapshot->status.n_checkpoints));
+    checkpoint_bytes_->Set(static_cast<double>(snapshot->status.checkpoint_bytes));
     const StateReport& state = snapshot->state;
     const std::pair<const char*, size_t> kinds[] = {
         {"kv", state.kv},         {"conv", state.conv},

@@ -32,6 +32,7 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Counter* prompt_tokens_;
+  prometheus::Counter* prompt_tokens_cached_;
   prometheus::Counter* generated_tokens_;
   prometheus::Histogram* time_to_first_token_;
   prometheus::Histogram* time_per_output_token_;
@@ -48,6 +49,8 @@ class Metrics {
   prometheus::Gauge* slots_speculating_;
   prometheus::Gauge* slots_backed_off_;
   prometheus::Gauge* queue_length_;
+  prometheus::Gauge* checkpoints_;
+  prometheus::Gauge* checkpoint_bytes_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* model_loaded_;
   prometheus::Family<prometheus::Gauge>* state_bytes_;

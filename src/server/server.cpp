@@ -291,7 +291,8 @@ void HttpServer::routes() {
     }
     json slots = json::array();
     for (const SlotStatus& slot : loop_->snapshot().status.slots) {
-      json entry = {{"id", slot.index}, {"busy", slot.busy}};
+      // n_cached: tokens of the slot's state a request with the same prefix starts from.
+      json entry = {{"id", slot.index}, {"busy", slot.busy}, {"n_cached", slot.n_cached}};
       if (slot.busy) {
         entry["request_id"] = slot.request_id;
         entry["n_prompt"] = slot.n_prompt;
@@ -442,6 +443,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     request.sampling.seed = seed_source_();
   }
   request.ignore_eos = params.ignore_eos;
+  request.cache_prompt = params.cache_prompt;
   request.logprobs = params.logprobs;
   request.top_logprobs = params.top_logprobs;
   if (params.spec_type) request.spec.mode = *params.spec_type;
@@ -529,7 +531,7 @@ json HttpServer::full_response(const Exchange& exchange, const GenerationUpdate&
           {"created", exchange.created},
           {"model", exchange.model},
           {"choices", json::array({std::move(choice)})},
-          {"usage", usage_json(exchange.n_prompt, final.n_generated)},
+          {"usage", usage_json(exchange.n_prompt, final.n_generated, final.timings.n_cached_tokens)},
           {"timings", timings_json(final.timings, final.time_per_output_token)}};
 }
 
@@ -579,7 +581,7 @@ bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
       send(dump(error_body({500, update.error, "", "server_error"})));
     } else {
       json last = chunk(exchange, "", {}, false, update.finish_reason, text_offset);
-      last["usage"] = usage_json(exchange.n_prompt, update.n_generated);
+      last["usage"] = usage_json(exchange.n_prompt, update.n_generated, update.timings.n_cached_tokens);
       last["timings"] = timings_json(update.timings, update.time_per_output_token);
       if (!send(dump(last))) return false;
       if (exchange.include_usage) {
@@ -588,7 +590,7 @@ bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
                       {"created", exchange.created},
                       {"model", exchange.model},
                       {"choices", json::array()},
-                      {"usage", usage_json(exchange.n_prompt, update.n_generated)}};
+                      {"usage", usage_json(exchange.n_prompt, update.n_generated, update.timings.n_cached_tokens)}};
         if (!send(dump(usage))) return false;
       }
     }

@@ -29,8 +29,9 @@ class Proposer {
   virtual ~Proposer() = default;
   virtual std::string_view name() const = 0;
 
-  // A new sequence starts in the slot.
-  virtual void reset_slot(int slot) = 0;
+  // A new request starts in the slot and keeps the first n_kept tokens of the slot's previous sequence (prompt
+  // reuse; 0: a new sequence): the proposer drops whatever it holds beyond them.
+  virtual void start_sequence(int slot, int64_t n_kept) = 0;
 
   // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none).
   virtual Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) = 0;

@@ -178,6 +178,24 @@ void ModelState::reset_slot(int slot) {
   ring_state_[slot] = SlotRing{};
 }
 
+void ModelState::save_recurrent(int slot, float* block) {
+  REWIND_CHECK(slot >= 0 && slot < n_slots(), "slot {} out of range", slot);
+  REWIND_CHECK(!slots_[slot].txn_open, "slot {}: state saved while a transaction is open", slot);
+  flush(slot);
+  std::copy_n(recurrent_.slot_data(slot), recurrent_.slot_floats(), block);
+}
+
+void ModelState::restore_recurrent(int slot, const float* block) {
+  REWIND_CHECK(slot >= 0 && slot < n_slots(), "slot {} out of range", slot);
+  REWIND_CHECK(!slots_[slot].txn_open, "slot {}: state restored while a transaction is open", slot);
+  slots_[slot].pending_records = 0;
+  slots_[slot].state_lost = false;
+  std::copy_n(block, recurrent_.slot_floats(), recurrent_.slot_data(slot));
+  if (!lagging_.empty()) std::copy_n(block, recurrent_.slot_floats(), lagging_[slot].data());
+  ring_state_[slot] = SlotRing{};
+  count_written(slot, static_cast<size_t>(recurrent_.slot_floats()) * sizeof(float), true);
+}
+
 Status ModelState::rewind(int slot, int64_t n_tokens) {
   if (slot < 0 || slot >= n_slots()) return Status::errorf("slot {} is outside [0, {})", slot, n_slots());
   const int64_t depth = options_.rewind_depth;

@@ -174,6 +174,16 @@ class ModelState {
   int64_t rewindable(int slot) const;
   int64_t rewind_depth() const { return options_.rewind_depth; }
 
+  // Prompt reuse: a slot's recurrent state as one block of recurrent().slot_floats() floats (its pending records
+  // applied first), and a slot put back into such a state as if it had just run the tokens the block was taken
+  // after — with nothing behind it to rewind (an empty ring whose lagging checkpoint is the block). KV rows are
+  // the caller's: those of the block's tokens must already be in the slot. Both refused (a programming error)
+  // while a transaction is open on the slot.
+  void save_recurrent(int slot, float* block);
+  void restore_recurrent(int slot, const float* block);
+  // False after a snapshot transaction lost the slot's state (check_state_kept), until reset or restore.
+  bool state_kept(int slot) const { return !slots_[slot].state_lost; }
+
   // Opens a transaction on a slot: its tokens at positions >= first_position run under the policy. Errors:
   // no transactions configured, policy none with recurrent layers, a transaction already open on the slot.
   Result<Transaction> begin(int slot, int32_t first_position);

@@ -802,6 +802,64 @@ TEST(ServerSpeculation, NgramOutputEqualsPlainDecoding) {
                  "draft_max above the server's");
 }
 
+// A chat of several turns, each request carrying the whole conversation: every turn starts from the state of
+// the slot that holds the conversation (cached_tokens, timings.cache_n), gives what a fresh engine gives for its
+// prompt, and so does a turn whose earlier assistant message is re-rendered differently (a checkpoint at the
+// end of that turn's prompt is restored). cache_prompt: false computes the whole prompt.
+TEST(ServerPromptReuse, MultiTurnChatReusesTheConversation) {
+  ServerOptions options = server_options(2);
+  options.engine.cache_ram_mib = 16;
+  options.engine.spec.mode = "ngram";
+  const std::unique_ptr<Server> server = start_server(options);
+  ASSERT_NE(server, nullptr);
+  std::vector<ChatMessage> messages = {{"system", "You are terse."}};
+  const auto to_json = [](const std::vector<ChatMessage>& list) {
+    json out = json::array();
+    for (const ChatMessage& message : list) out.push_back({{"role", message.role}, {"content", message.content}});
+    return out;
+  };
+  const auto chat = [&](const std::vector<ChatMessage>& list, bool cache_prompt) {
+    const json body = {{"messages", to_json(list)}, {"max_tokens", 12},         {"temperature", 0},
+                       {"ignore_eos", true},         {"return_tokens", true},    {"cache_prompt", cache_prompt}};
+    const Reply reply = post(server->port(), "/v1/chat/completions", body);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.parsed();
+  };
+  std::vector<size_t> prompt_sizes;
+  for (int t = 0; t < 4; ++t) {
+    messages.push_back({"user", "Turn " + std::to_string(t) + ": name a colour."});
+    const json response = chat(messages, true);
+    const std::vector<int32_t> prompt = tokenize_chat(messages);
+    EXPECT_EQ(returned_ids(response), run_engine(greedy_request(prompt, 12)).ids) << "turn " << t;
+    const int64_t cached = response["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    EXPECT_EQ(response["timings"]["cache_n"].get<int64_t>(), cached);
+    EXPECT_EQ(response["timings"]["prompt_n"].get<int64_t>(), static_cast<int64_t>(prompt.size()) - cached);
+    if (t > 0) {
+      EXPECT_GE(cached, static_cast<int64_t>(prompt_sizes.back())) << "turn " << t;
+    }
+    prompt_sizes.push_back(prompt.size());
+    messages.push_back({"assistant", response["choices"][0]["message"]["content"].get<std::string>()});
+  }
+  // The first answer re-rendered (as templates that drop thinking text do): the conversation up to it is reused.
+  std::vector<ChatMessage> rerendered(messages.begin(), messages.begin() + 2);
+  rerendered.push_back({"assistant", "Blue."});
+  rerendered.push_back({"user", "And another?"});
+  const json response = chat(rerendered, true);
+  EXPECT_EQ(returned_ids(response), run_engine(greedy_request(tokenize_chat(rerendered), 12)).ids);
+  EXPECT_GE(response["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(),
+            static_cast<int64_t>(prompt_sizes[0]));
+  const json uncached = chat(rerendered, false);
+  EXPECT_EQ(returned_ids(uncached), returned_ids(response));
+  EXPECT_EQ(uncached["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+  const json slots = get(server->port(), "/slots").parsed();
+  int64_t held = 0;
+  for (const json& slot : slots) held += slot["n_cached"].get<int64_t>();
+  EXPECT_GT(held, 0);
+  EXPECT_GT(metric(server->port(), "rewind_prompt_tokens_cached_total"), 0.0);
+  EXPECT_GT(metric(server->port(), "rewind_prompt_checkpoints"), 0.0);
+}
+
 // A server whose requests can run long: one slot and a large context.
 std::unique_ptr<Server> start_long_server(int max_queue) {
   ServerOptions options = server_options(1, kLongContext);
