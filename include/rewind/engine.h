@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -42,6 +43,9 @@ struct EngineOptions {
   int64_t checkpoint_every = 1024;  // with cache_ram_mib: a checkpoint every this many tokens of long prompts too
   std::string chat_template;  // "chatml", "gemma" or "llama3"; empty: the family of the GGUF's template
   std::function<void(double fraction)> on_load_progress;  // may be empty
+  // Tests only: called for every busy slot at each stage of a step ("propose", "forward", "verify", "sample");
+  // an error fails that slot's request as a failure at that stage would. Empty in production.
+  std::function<Status(std::string_view stage, int64_t request_id)> inject_fault;
   SpecOptions spec;
 };
 
@@ -96,6 +100,7 @@ struct TokenEvent {
   std::vector<TokenLogprob> top;      // when top_logprobs > 0
   bool done = false;
   FinishReason finish_reason = FinishReason::none;
+  std::string error;  // finish_reason == error: what failed
 };
 
 // What speculation did for one request.
@@ -194,7 +199,9 @@ class Engine {
 
   // Queues a request; on_token is called from step() for every generated token and once with done = true.
   virtual Result<int64_t> submit(Request request, std::function<void(const TokenEvent&)> on_token) = 0;
-  // Runs one engine step over every active slot; returns an error only for internal failures.
+  // Runs one engine step over every active slot. A failure that concerns some requests (a proposer, a rollback,
+  // the forward of their batch) ends those with FinishReason::error and the reason, resets their slots, and the
+  // step goes on for the others; the engine stays usable. An error is returned only for a broken engine.
   virtual Status step() = 0;
   virtual bool idle() const = 0;
   virtual void cancel(int64_t request_id) = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/log.h"
 #include "kernels/cpu/vec_dot.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
@@ -403,9 +404,10 @@ void EngineImpl::maybe_save_checkpoint(Slot& slot) {
   slot.checkpointed_at = slot.n_computed;
 }
 
-void EngineImpl::finish(Slot& slot, FinishReason reason) {
+void EngineImpl::finish(Slot& slot, FinishReason reason, const std::string& error) {
   TokenEvent event;
   event.request_id = slot.request_id;
+  event.error = error;
   event.text = slot.decoder->flush();
   event.done = true;
   event.finish_reason = reason;
@@ -418,10 +420,24 @@ void EngineImpl::finish(Slot& slot, FinishReason reason) {
   slot.busy = false;
   // A request that ended normally leaves the state of exactly tokens[0, n_computed) (see emit for end tokens).
   slot.holds_state = reason != FinishReason::error && slot.n_computed <= static_cast<int64_t>(slot.tokens.size());
+  if (reason == FinishReason::error) {
+    state_->reset_slot(slot.index);
+    if (proposer_) proposer_->start_sequence(slot.index, 0);
+    slot.n_computed = 0;
+  }
   slot.on_token = nullptr;
   slot.sampler.reset();
   slot.decoder.reset();
   if (callback) callback(event);
+}
+
+void EngineImpl::fail(Slot& slot, std::string_view stage, const Status& status) {
+  log_warn("request {} failed at {}: {}", slot.request_id, stage, status.message());
+  finish(slot, FinishReason::error, fmt::format("{} failed: {}", stage, status.message()));
+}
+
+Status EngineImpl::injected_fault(const Slot& slot, std::string_view stage) const {
+  return options_.inject_fault ? options_.inject_fault(stage, slot.request_id) : Status::ok();
 }
 
 void EngineImpl::handle_logits(Slot& slot, const float* logits) {
@@ -526,7 +542,7 @@ EngineStatus EngineImpl::status() const {
 }
 
 // Decoding slots go first (one token each, or a verify run), ahead of prompt chunks: they bound latency.
-Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
+void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
   std::vector<int> decoding;
   for (Slot& slot : slots_) {
     if (slot.busy && slot.n_computed >= slot.n_prompt && static_cast<int64_t>(slot.tokens.size()) > slot.n_computed) {
@@ -559,9 +575,29 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
   }
   speculative_steps_since_plain_ = requests.empty() ? 0 : speculative_steps_since_plain_ + 1;
   std::vector<std::vector<spec::DraftToken>> drafts(requests.size());
+  // An injected fault stands for the proposer failing on that request's part of the call.
+  const auto propose = [&](std::span<const spec::ProposeRequest> part, std::vector<std::vector<spec::DraftToken>>& out) {
+    for (const spec::ProposeRequest& request : part) REWIND_RETURN_IF_ERROR(injected_fault(slots_[request.slot], "propose"));
+    return proposer_->propose(part, out);
+  };
   if (!requests.empty()) {
     const auto start = Clock::now();
-    REWIND_RETURN_IF_ERROR(proposer_->propose(requests, drafts));
+    if (!propose(requests, drafts)) {
+      // One call drafts for every slot: find the requests at fault by drafting for each alone, after clearing
+      // what the failed call may have left half-done in the proposer (an open draft transaction).
+      drafts.assign(requests.size(), {});
+      for (size_t r = 0; r < requests.size(); ++r) {
+        Slot& slot = slots_[requests[r].slot];
+        proposer_->start_sequence(slot.index, slot.n_computed);
+        std::vector<std::vector<spec::DraftToken>> alone;
+        const Status drafted = propose(std::span<const spec::ProposeRequest>(&requests[r], 1), alone);
+        if (!drafted) {
+          fail(slot, "propose", drafted);
+        } else {
+          drafts[r] = std::move(alone[0]);
+        }
+      }
+    }
     size_t longest = 0;
     for (const auto& draft : drafts) longest = std::max(longest, draft.size());
     // One call drafts for every speculating slot; its cost is that of its longest draft.
@@ -569,6 +605,7 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
   }
   for (int index : decoding) {
     Slot& slot = slots_[index];
+    if (!slot.busy) continue;  // failed above
     SlotRun run;
     run.slot = index;
     run.first_position = slot.n_computed;
@@ -577,8 +614,12 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
       if (request_slots[r] == index) run.draft = std::move(drafts[r]);
     }
     if (!run.draft.empty()) {
-      REWIND_ASSIGN_OR_RETURN(state::Transaction txn, state_->begin(index, static_cast<int32_t>(newest)));
-      run.txn.emplace(std::move(txn));
+      Result<state::Transaction> txn = state_->begin(index, static_cast<int32_t>(newest));
+      if (!txn) {
+        fail(slot, "rollback", txn.status());
+        continue;
+      }
+      run.txn.emplace(std::move(*txn));
     }
     // Re-run tokens (checkpoint policy) are plain; the newest token and the draft ask for logits.
     for (int64_t pos = slot.n_computed; pos < newest; ++pos) batch_.add(slot.tokens[pos], static_cast<int32_t>(pos), index, false);
@@ -592,11 +633,11 @@ Status EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) 
     slot.n_computed = newest + 1;
     runs.push_back(std::move(run));
   }
-  return Status::ok();
 }
 
 // Verifies a speculating run's draft against the target's logits, emits the tokens, commits the transaction.
 Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
+  REWIND_RETURN_IF_ERROR(injected_fault(slot, "verify"));
   const int64_t txn_first = run.txn->first_position();
   const float* rows = logits_.data() + run.logit_row * info_.n_vocab;
   const int64_t remaining = slot.request.max_tokens - slot.n_generated;
@@ -640,10 +681,14 @@ Status EngineImpl::step() {
     if (slot.busy && slot.cancelled) finish(slot, FinishReason::cancelled);
   }
   assign_pending();
+  for (Slot& slot : slots_) {
+    if (!slot.busy) continue;
+    if (Status fault = injected_fault(slot, "forward"); !fault) fail(slot, "forward", fault);
+  }
   batch_.clear();
   std::vector<SlotRun> runs;
   int64_t budget = options_.n_batch;
-  REWIND_RETURN_IF_ERROR(schedule_decode(runs, budget));
+  schedule_decode(runs, budget);
   // Prompt chunks with what is left of the budget.
   for (Slot& slot : slots_) {
     if (!slot.busy || budget == 0 || slot.n_computed >= slot.n_prompt) continue;
@@ -665,7 +710,14 @@ Status EngineImpl::step() {
   }
   if (batch_.size() == 0) return Status::ok();
   const auto start = Clock::now();
-  REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
+  if (const Status forwarded = forward_->forward(batch_, *state_, logits_); !forwarded) {
+    // The forward may have written part of every run's state: their requests fail, the other slots go on.
+    for (SlotRun& run : runs) {
+      run.txn.reset();
+      fail(slots_[run.slot], "forward", forwarded);
+    }
+    return Status::ok();
+  }
   // Only decode and verify forwards inform the draft-length policy: a prompt chunk of the same size costs
   // differently (other slots' prompts, long attention spans).
   const bool decode_only = std::all_of(runs.begin(), runs.end(), [&](const SlotRun& run) {
@@ -679,15 +731,27 @@ Status EngineImpl::step() {
     row += run.n_tokens;
     Slot& slot = slots_[run.slot];
     if (run.txn) {
-      REWIND_RETURN_IF_ERROR(finish_spec_run(slot, run));
+      if (const Status verified = finish_spec_run(slot, run); !verified) {
+        run.txn.reset();
+        fail(slot, "verify", verified);
+      }
       continue;
     }
     if (proposer_) {
-      REWIND_RETURN_IF_ERROR(proposer_->on_target_forward(run.slot, run.first_position, run.n_tokens, run.n_tokens,
-                                                          forward_->hidden_rows() + run_first_row_ * info_.n_embd));
+      const Status followed = proposer_->on_target_forward(run.slot, run.first_position, run.n_tokens, run.n_tokens,
+                                                           forward_->hidden_rows() + run_first_row_ * info_.n_embd);
+      if (!followed) {
+        fail(slot, "propose", followed);
+        continue;
+      }
     }
     if (run.first_position < slot.n_prompt) maybe_save_checkpoint(slot);
-    if (run.logit_row >= 0) handle_logits(slot, logits_.data() + run.logit_row * info_.n_vocab);
+    if (run.logit_row < 0) continue;
+    if (Status fault = injected_fault(slot, "sample"); !fault) {
+      fail(slot, "sample", fault);
+      continue;
+    }
+    handle_logits(slot, logits_.data() + run.logit_row * info_.n_vocab);
   }
   return Status::ok();
 }

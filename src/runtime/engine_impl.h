@@ -68,7 +68,11 @@ class EngineImpl final : public Engine {
   // After a prompt chunk: a checkpoint at the prompt's end, and every checkpoint_every tokens of a long one.
   void maybe_save_checkpoint(Slot& slot);
   void assign_pending();
-  void finish(Slot& slot, FinishReason reason);
+  void finish(Slot& slot, FinishReason reason, const std::string& error = {});
+  // Ends a slot's request with an error at a stage of the step; its state, which the failure may have left
+  // half-written, is reset, and the other slots go on.
+  void fail(Slot& slot, std::string_view stage, const Status& status);
+  Status injected_fault(const Slot& slot, std::string_view stage) const;
   void handle_logits(Slot& slot, const float* logits);
   // One run of a slot in this step's batch: plain tokens (a prompt chunk, a decode token, or a re-run after
   // a checkpoint restore) and, when it speculates, the transaction's tokens: the newest token and its draft.
@@ -80,7 +84,7 @@ class EngineImpl final : public Engine {
     std::vector<spec::DraftToken> draft;
     std::optional<state::Transaction> txn;
   };
-  Status schedule_decode(std::vector<SlotRun>& runs, int64_t& budget);
+  void schedule_decode(std::vector<SlotRun>& runs, int64_t& budget);
   Status finish_spec_run(Slot& slot, SlotRun& run);
   void emit(Slot& slot, int32_t token, const float* logits_row);
   void fill_spec_stats(Slot& slot);

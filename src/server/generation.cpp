@@ -87,6 +87,7 @@ void Generation::on_done(const TokenEvent& event, const RequestTimings& timings)
       case FinishReason::error:
       case FinishReason::none: reason = "error"; break;
     }
+    if (reason == "error") pending_.error = event.error.empty() ? "the engine ended the request" : event.error;
   }
   finish_locked(reason, timings);
 }

@@ -860,6 +860,35 @@ TEST(ServerPromptReuse, MultiTurnChatReusesTheConversation) {
   EXPECT_GT(metric(server->port(), "rewind_prompt_checkpoints"), 0.0);
 }
 
+// A fault inside the engine's step fails the one request it concerns: its client gets the reason (as the error
+// of the response), the server stays healthy, and the 1,000 requests after it all succeed.
+TEST(ServerFaults, OneFailingRequestFailsAlone) {
+  ServerOptions options = server_options(2);
+  options.engine.spec.mode = "ngram";
+  constexpr int64_t kFaulty = 3;
+  options.engine.inject_fault = [](std::string_view stage, int64_t request_id) {
+    return request_id == kFaulty && stage == "forward" ? Status::error("injected fault") : Status::ok();
+  };
+  const std::unique_ptr<Server> server = start_server(options);
+  ASSERT_NE(server, nullptr);
+  const json body = greedy_body(ascii_ids("abcabcabc"), 4);
+  for (int64_t i = 1; i < kFaulty; ++i) EXPECT_EQ(post(server->port(), "/v1/completions", body).status, 200);
+  const Reply failed = post(server->port(), "/v1/completions", body);
+  const json error = failed.parsed();
+  ASSERT_TRUE(error.contains("error")) << failed.body;
+  EXPECT_EQ(error["error"]["code"], 500);
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("injected fault"), std::string::npos) << failed.body;
+  EXPECT_EQ(get(server->port(), "/health").status, 200);
+  const std::vector<int32_t> expected = returned_ids(post(server->port(), "/v1/completions", body).parsed());
+  int ok = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const Reply reply = post(server->port(), "/v1/completions", body);
+    ok += reply.status == 200 && returned_ids(reply.parsed()) == expected;
+  }
+  EXPECT_EQ(ok, 1000);
+  EXPECT_EQ(metric(server->port(), outcome("failed")), 1.0);
+}
+
 // A server whose requests can run long: one slot and a large context.
 std::unique_ptr<Server> start_long_server(int max_queue) {
   ServerOptions options = server_options(1, kLongContext);
