@@ -17,6 +17,7 @@ int serve(const ServeOptions& options) {
   server_options.host = options.host;
   server_options.port = options.port;
   server_options.api_key = options.api_key;
+  server_options.cors_origin = options.cors_origin;
   server_options.max_queue = options.max_queue;
   server_options.timeout_seconds = options.timeout_seconds;
   server_options.model_alias = options.alias;
@@ -68,6 +69,9 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--chat-template", options.engine.chat_template,
                   "chat format when the model has none or another is wanted: chatml, gemma, llama3");
+  cmd->add_option("--cors", options.cors_origin,
+                  "allow browser pages from this origin (e.g. https://app.example; \"*\": any page) to call the API; "
+                  "default: none");
   cmd->add_option("--api-key", options.api_key, "require Authorization: Bearer KEY on /v1, /metrics and /slots");
   cmd->add_option("--max-queue", options.max_queue, "requests waiting for a slot before answering 429")
       ->capture_default_str();

@@ -94,6 +94,7 @@ struct ServeOptions {
   int max_queue = 64;
   int timeout_seconds = 600;
   std::string alias;
+  std::string cors_origin;
 };
 void register_serve(CLI::App& app, ServeOptions& options, int& exit_code);
 

@@ -20,6 +20,7 @@ struct ServerOptions {
   int timeout_seconds = 600;        // socket read and write timeout
   size_t max_body_bytes = 8 << 20;  // larger bodies get 413
   std::string model_alias;          // the model id clients see; default: the GGUF's name or file name
+  std::string cors_origin;          // a web origin allowed to call the API from a browser ("*": any); empty: none
 };
 
 class Server {

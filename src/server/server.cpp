@@ -238,10 +238,16 @@ void HttpServer::routes() {
     metrics_.count(Outcome::failed);
     send_error(res, {500, "internal error: " + what, "", "server_error"});
   });
-  http_.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
-  http_.Options(".*", [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+  // Cross-origin pages are refused unless --cors names their origin: with "*", any page a user visits could
+  // use a server on their machine (and its API key, if the browser holds one).
+  if (!options_.cors_origin.empty()) {
+    http_.set_default_headers({{"Access-Control-Allow-Origin", options_.cors_origin}, {"Vary", "Origin"}});
+  }
+  http_.Options(".*", [this](const httplib::Request&, httplib::Response& res) {
+    if (!options_.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    }
     res.status = 204;
   });
 
@@ -323,6 +329,19 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     send_error(res, *error);
     return;
   }
+  // Admitted before any costly work (parsing and tokenizing a body of up to max_body_bytes): a full server
+  // answers 429 at once. The slot is given back when the answer ends or the request is refused.
+  const int64_t limit = options_.engine.n_slots + options_.max_queue;
+  if (in_flight_.fetch_add(1) >= limit) {
+    in_flight_.fetch_sub(1);
+    metrics_.count(Outcome::rejected);
+    res.set_header("Retry-After", "1");
+    send_error(res, {429, fmt::format("the server is busy: {} requests are decoding or queued, the most it takes; "
+                                      "retry later", limit),
+                     "", "rate_limit_error"});
+    return;
+  }
+  auto admission = std::make_shared<Admission>(in_flight_);
   json body;
   try {
     body = json::parse(req.body);
@@ -410,18 +429,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     return;
   }
 
-  const int64_t limit = options_.engine.n_slots + options_.max_queue;
-  if (in_flight_.fetch_add(1) >= limit) {
-    in_flight_.fetch_sub(1);
-    metrics_.count(Outcome::rejected);
-    res.set_header("Retry-After", "1");
-    send_error(res, {429, fmt::format("the server is busy: {} requests are decoding or queued, the most it takes; "
-                                      "retry later", limit),
-                     "", "rate_limit_error"});
-    return;
-  }
   auto exchange = std::make_shared<Exchange>();
-  exchange->admission = std::make_shared<Admission>(in_flight_);
+  exchange->admission = std::move(admission);
   exchange->chat = chat;
   exchange->stream = params.stream;
   exchange->include_usage = params.include_usage;

@@ -889,6 +889,33 @@ TEST(ServerFaults, OneFailingRequestFailsAlone) {
   EXPECT_EQ(metric(server->port(), outcome("failed")), 1.0);
 }
 
+// Browsers may call the API from another origin only when --cors names it.
+TEST(ServerCors, CrossOriginIsOffUnlessAnOriginIsGiven) {
+  const std::unique_ptr<Server> closed = start_server(server_options(1));
+  ServerOptions open_options = server_options(1);
+  open_options.cors_origin = "https://app.example";
+  const std::unique_ptr<Server> open = start_server(open_options);
+  ASSERT_NE(closed, nullptr);
+  ASSERT_NE(open, nullptr);
+  const httplib::Headers origin = {{"Origin", "https://evil.example"}};
+  const Reply refused = get(closed->port(), "/health", origin);
+  EXPECT_EQ(refused.status, 200);
+  EXPECT_EQ(refused.headers.count("Access-Control-Allow-Origin"), 0u);
+  httplib::Client preflight = client_for(closed->port());
+  const Reply closed_preflight = to_reply(preflight.Options("/v1/completions", origin));
+  EXPECT_EQ(closed_preflight.headers.count("Access-Control-Allow-Methods"), 0u);
+
+  const Reply allowed = get(open->port(), "/health", {{"Origin", "https://app.example"}});
+  EXPECT_EQ(allowed.status, 200);
+  auto it = allowed.headers.find("Access-Control-Allow-Origin");
+  ASSERT_NE(it, allowed.headers.end());
+  EXPECT_EQ(it->second, "https://app.example");
+  httplib::Client open_client = client_for(open->port());
+  const Reply open_preflight = to_reply(open_client.Options("/v1/completions", origin));
+  EXPECT_EQ(open_preflight.status, 204);
+  EXPECT_EQ(open_preflight.headers.count("Access-Control-Allow-Methods"), 1u);
+}
+
 // A server whose requests can run long: one slot and a large context.
 std::unique_ptr<Server> start_long_server(int max_queue) {
   ServerOptions options = server_options(1, kLongContext);
