@@ -421,4 +421,39 @@ json chat_logprobs_json(const std::vector<GeneratedToken>& tokens, const PieceOf
 
 std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+std::optional<ApiError> parse_tokenize_request(const json& body, TokenizeParams& out) {
+  if (!body.is_object()) return ApiError{400, fmt::format("the request body must be a JSON object, got {}", type_name(body)), ""};
+  const json* content = field(body, "content");
+  if (!content) return field_error("content", "content is required");
+  if (!content->is_string()) return type_error("content", "a string", *content);
+  out.content = content->get<std::string>();
+  if (auto error = get_bool(body, "add_special", out.add_special)) return error;
+  if (auto error = get_bool(body, "parse_special", out.parse_special)) return error;
+  return get_bool(body, "with_pieces", out.with_pieces);
+}
+
+std::optional<ApiError> parse_detokenize_request(const json& body, int64_t n_vocab, std::vector<int32_t>& out) {
+  if (!body.is_object()) return ApiError{400, fmt::format("the request body must be a JSON object, got {}", type_name(body)), ""};
+  const json* tokens = field(body, "tokens");
+  if (!tokens) return field_error("tokens", "tokens is required");
+  if (!tokens->is_array()) return type_error("tokens", "an array of token ids", *tokens);
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const json& id = (*tokens)[i];
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab) {
+      return field_error("tokens", fmt::format("tokens[{}]: expected a token id in [0, {}), got {}", i, n_vocab,
+                                               id.dump()));
+    }
+    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_template_request(const json& body, std::vector<ChatMessage>& out) {
+  if (!body.is_object()) return ApiError{400, fmt::format("the request body must be a JSON object, got {}", type_name(body)), ""};
+  CompletionParams params;
+  if (auto error = parse_messages(body, params)) return error;
+  out = std::move(params.messages);
+  return std::nullopt;
+}
+
 }  // namespace rwd::server

@@ -61,6 +61,20 @@ nlohmann::json completion_logprobs_json(const std::vector<GeneratedToken>& token
 // Chat: {content: [{token, logprob, bytes, top_logprobs: [...]}]}.
 nlohmann::json chat_logprobs_json(const std::vector<GeneratedToken>& tokens, const PieceOf& piece_of, bool with_top);
 
+// llama-server's native endpoints. POST /tokenize {content, add_special, parse_special, with_pieces}.
+struct TokenizeParams {
+  std::string content;
+  bool add_special = false;    // BOS where the model adds one
+  bool parse_special = true;   // spelled special tokens become their ids
+  bool with_pieces = false;    // [{id, piece}] instead of ids
+};
+std::optional<ApiError> parse_tokenize_request(const nlohmann::json& body, TokenizeParams& out);
+// POST /detokenize {tokens}: ids, each checked against the vocabulary size.
+std::optional<ApiError> parse_detokenize_request(const nlohmann::json& body, int64_t n_vocab,
+                                                 std::vector<int32_t>& out);
+// POST /apply-template {messages}: the messages as a chat completion reads them.
+std::optional<ApiError> parse_template_request(const nlohmann::json& body, std::vector<ChatMessage>& out);
+
 // Serialises with invalid UTF-8 (a token piece cut inside a character) replaced, never throwing.
 std::string dump(const nlohmann::json& value);
 

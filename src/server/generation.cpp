@@ -78,6 +78,7 @@ void Generation::on_done(const TokenEvent& event, const RequestTimings& timings)
   std::string reason;
   if (stop_.stopped()) {
     reason = "stop";
+    pending_.stopped_by_string = true;
   } else {
     pending_.text += stop_.flush();
     switch (event.finish_reason) {

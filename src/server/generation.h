@@ -48,6 +48,7 @@ struct GenerationUpdate {
   bool done = false;
   std::string finish_reason;  // done: "stop" (end of sequence or stop string), "length", "cancelled", "error"
   std::string error;          // finish_reason == "error": what went wrong
+  bool stopped_by_string = false;  // finish_reason "stop" came from a stop string, not the end of sequence
   int64_t n_generated = 0;    // tokens counted for usage: up to and including the one that completed a stop string
   RequestTimings timings;
   double time_to_first_token = 0.0;  // seconds from creation to the first generated token (queueing included)

@@ -78,6 +78,7 @@ struct Exchange {
   bool logprobs = false;
   int top_logprobs = 0;
   bool return_tokens = false;
+  bool native = false;  // llama-server's POST /completion: its response shape
   int64_t n_prompt = 0;
   std::string id;
   int64_t created = 0;
@@ -98,8 +99,13 @@ class HttpServer final : public Server {
 
  private:
   void routes();
+  // llama-server's own endpoints, so its clients work unchanged: /tokenize, /detokenize, /apply-template, /props.
+  void native_routes();
   std::optional<ApiError> not_ready() const;
-  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  // chat: /v1/chat/completions; native: llama-server's /completion (its defaults and response shape).
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat, bool native = false);
+  json native_final(const Exchange& exchange, const GenerationUpdate& final, const std::string& text,
+                    const std::vector<GeneratedToken>& tokens) const;
   void invalid(httplib::Response& res, const ApiError& error) {
     metrics_.count(Outcome::invalid);
     send_error(res, error);
@@ -315,6 +321,10 @@ void HttpServer::routes() {
     }
     send_json(res, 200, slots);
   });
+  native_routes();
+  http_.Post("/completion", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res, false, /*native=*/true);
+  });
   for (const char* path : {"/v1/completions", "/completions"}) {
     http_.Post(path, [this](const httplib::Request& req, httplib::Response& res) { handle_completion(req, res, false); });
   }
@@ -323,7 +333,90 @@ void HttpServer::routes() {
   }
 }
 
-void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::native_routes() {
+  // The body as JSON, or a 4xx already sent; the model must be loaded (the tokenizer is the engine's).
+  const auto read_body = [this](const httplib::Request& req, httplib::Response& res) -> std::optional<json> {
+    if (auto error = not_ready()) {
+      send_error(res, *error);
+      return std::nullopt;
+    }
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) {
+      invalid(res, {400, "the request body is not valid JSON", ""});
+      return std::nullopt;
+    }
+    return body;
+  };
+  http_.Post("/tokenize", [this, read_body](const httplib::Request& req, httplib::Response& res) {
+    const std::optional<json> body = read_body(req, res);
+    if (!body) return;
+    TokenizeParams params;
+    if (auto error = parse_tokenize_request(*body, params)) {
+      invalid(res, *error);
+      return;
+    }
+    const Engine& engine = loop_->engine();
+    auto ids = engine.tokenize(params.content, params.add_special && engine.add_bos_default(), params.parse_special);
+    if (!ids) {
+      invalid(res, {400, "content: " + ids.status().message(), "content"});
+      return;
+    }
+    json tokens = json::array();
+    for (int32_t id : *ids) {
+      tokens.push_back(params.with_pieces ? json{{"id", id}, {"piece", piece_of(id)}} : json(id));
+    }
+    send_json(res, 200, {{"tokens", std::move(tokens)}});
+  });
+  http_.Post("/detokenize", [this, read_body](const httplib::Request& req, httplib::Response& res) {
+    const std::optional<json> body = read_body(req, res);
+    if (!body) return;
+    std::vector<int32_t> ids;
+    if (auto error = parse_detokenize_request(*body, loop_->engine().info().n_vocab, ids)) {
+      invalid(res, *error);
+      return;
+    }
+    send_json(res, 200, {{"content", loop_->engine().detokenize(ids)}});
+  });
+  http_.Post("/apply-template", [this, read_body](const httplib::Request& req, httplib::Response& res) {
+    const std::optional<json> body = read_body(req, res);
+    if (!body) return;
+    std::vector<ChatMessage> messages;
+    if (auto error = parse_template_request(*body, messages)) {
+      invalid(res, *error);
+      return;
+    }
+    Result<std::string> prompt = loop_->engine().format_chat(messages);
+    if (!prompt) {
+      invalid(res, {400, "messages: " + prompt.status().message(), "messages"});
+      return;
+    }
+    send_json(res, 200, {{"prompt", *prompt}});
+  });
+  http_.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    if (auto error = not_ready()) {
+      send_error(res, *error);
+      return;
+    }
+    const ModelInfo& info = loop_->engine().info();
+    const SamplingParams defaults;
+    send_json(res, 200,
+              {{"default_generation_settings",
+                {{"n_ctx", info.n_ctx},
+                 {"params", {{"n_predict", -1}, {"temperature", defaults.temperature}, {"top_k", defaults.top_k},
+                             {"top_p", defaults.top_p}, {"min_p", defaults.min_p},
+                             {"repeat_penalty", defaults.repetition_penalty}, {"cache_prompt", true}}}}},
+               {"total_slots", options_.engine.n_slots},
+               {"model_alias", model_id_},
+               {"model_path", options_.engine.model_path},
+               {"architecture", info.architecture},
+               {"n_vocab", info.n_vocab},
+               {"speculative", options_.engine.spec.mode},
+               {"rewind_depth", options_.engine.rewind_depth},
+               {"cache_ram_mib", options_.engine.cache_ram_mib}});
+  });
+}
+
+void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat, bool native) {
   const Clock::time_point arrival = Clock::now();
   if (auto error = not_ready()) {
     send_error(res, *error);
@@ -420,7 +513,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     return;
   }
   const int64_t room = n_ctx - n_prompt;
-  const int64_t max_tokens = params.max_tokens.value_or(chat ? room : std::min<int64_t>(16, room));
+  const int64_t max_tokens = params.max_tokens.value_or(chat || native ? room : std::min<int64_t>(16, room));
   if (max_tokens > room) {
     invalid(res, {400, fmt::format("max_tokens {} and the prompt's {} tokens exceed the context of {} positions "
                                    "(at most {} new tokens fit)",
@@ -437,6 +530,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   exchange->logprobs = params.logprobs;
   exchange->top_logprobs = params.top_logprobs;
   exchange->return_tokens = params.return_tokens;
+  exchange->native = native;
   exchange->n_prompt = n_prompt;
   exchange->id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_.fetch_add(1));
   exchange->created = static_cast<int64_t>(std::time(nullptr));
@@ -457,7 +551,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   request.top_logprobs = params.top_logprobs;
   if (params.spec_type) request.spec.mode = *params.spec_type;
   if (speculating) request.spec.draft_max = params.spec_draft_max;
-  exchange->generation = std::make_shared<Generation>(params.stop, params.logprobs || params.return_tokens);
+  exchange->generation = std::make_shared<Generation>(params.stop, params.logprobs || params.return_tokens || native);
   loop_->submit(std::move(request), exchange->generation, params.logprobs);
   const Status accepted = exchange->generation->wait_accepted();
   if (!accepted) {
@@ -488,6 +582,11 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
 
 json HttpServer::chunk(const Exchange& exchange, const std::string& text, const std::vector<GeneratedToken>& tokens,
                        bool first, const std::string& finish_reason, int64_t& text_offset) const {
+  if (exchange.native) {
+    json ids = json::array();
+    for (const GeneratedToken& token : tokens) ids.push_back(token.id);
+    return {{"content", text}, {"tokens", std::move(ids)}, {"stop", false}};
+  }
   json choice = {{"index", 0}};
   const PieceOf piece = [this](int32_t id) { return piece_of(id); };
   if (exchange.chat) {
@@ -515,6 +614,25 @@ json HttpServer::chunk(const Exchange& exchange, const std::string& text, const 
           {"created", exchange.created},
           {"model", exchange.model},
           {"choices", json::array({std::move(choice)})}};
+}
+
+json HttpServer::native_final(const Exchange& exchange, const GenerationUpdate& final, const std::string& text,
+                              const std::vector<GeneratedToken>& tokens) const {
+  json ids = json::array();
+  for (const GeneratedToken& token : tokens) ids.push_back(token.id);
+  std::string stop_type = "none";
+  if (final.finish_reason == "length") stop_type = "limit";
+  if (final.finish_reason == "stop") stop_type = final.stopped_by_string ? "word" : "eos";
+  return {{"content", text},
+          {"tokens", std::move(ids)},
+          {"stop", true},
+          {"model", exchange.model},
+          {"stop_type", stop_type},
+          {"tokens_predicted", final.n_generated},
+          {"tokens_evaluated", exchange.n_prompt},
+          {"tokens_cached", final.timings.n_cached_tokens},
+          {"truncated", false},
+          {"timings", timings_json(final.timings, final.time_per_output_token)}};
 }
 
 json HttpServer::full_response(const Exchange& exchange, const GenerationUpdate& final, const std::string& text,
@@ -588,6 +706,11 @@ bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
     record_end(exchange, update);
     if (update.finish_reason == "error") {
       send(dump(error_body({500, update.error, "", "server_error"})));
+    } else if (exchange.native) {
+      // llama-server ends its /completion stream with the stop: true object, no [DONE].
+      const bool sent = send(dump(native_final(exchange, update, "", {})));
+      sink.done();
+      return sent;
     } else {
       json last = chunk(exchange, "", {}, false, update.finish_reason, text_offset);
       last["usage"] = usage_json(exchange.n_prompt, update.n_generated, update.timings.n_cached_tokens);
@@ -632,7 +755,8 @@ bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
     record_end(exchange, update);
     const std::string body = update.finish_reason == "error"
                                  ? dump(error_body({500, update.error, "", "server_error"}))
-                                 : dump(full_response(exchange, update, text, tokens));
+                                 : dump(exchange.native ? native_final(exchange, update, text, tokens)
+                                                        : full_response(exchange, update, text, tokens));
     sink.write(body.data(), body.size());
     sink.done();
     return true;

@@ -916,6 +916,73 @@ TEST(ServerCors, CrossOriginIsOffUnlessAnOriginIsGiven) {
   EXPECT_EQ(open_preflight.headers.count("Access-Control-Allow-Methods"), 1u);
 }
 
+// llama-server's native endpoints answer as llama-server does, so its clients work unchanged.
+TEST_F(ServerTest, LlamaServerEndpointsAnswerInItsShape) {
+  const std::string text = "Hello, world";
+  const Reply tokenized = post(port(), "/tokenize", {{"content", text}, {"with_pieces", true}});
+  ASSERT_EQ(tokenized.status, 200) << tokenized.body;
+  std::vector<int32_t> ids;
+  std::string joined;
+  const json pieces = tokenized.parsed()["tokens"];
+  for (const json& entry : pieces) {
+    ids.push_back(entry["id"].get<int32_t>());
+    joined += entry["piece"].get<std::string>();
+  }
+  auto engine = Engine::open(engine_options(1));
+  ASSERT_TRUE(engine.is_ok());
+  EXPECT_EQ(ids, *(*engine)->tokenize(text, false, true));
+  EXPECT_EQ(joined, text);
+  const Reply detokenized = post(port(), "/detokenize", {{"tokens", ids}});
+  ASSERT_EQ(detokenized.status, 200) << detokenized.body;
+  EXPECT_EQ(detokenized.parsed()["content"], text);
+  expect_refused(post(port(), "/detokenize", {{"tokens", {1, -4}}}), 400, "tokens", "a negative id");
+  expect_refused(post(port(), "/tokenize", {{"text", "x"}}), 400, "content", "no content");
+
+  const std::vector<ChatMessage> messages = {{"user", "Name a colour."}};
+  const Reply templated = post(port(), "/apply-template",
+                               {{"messages", json::array({{{"role", "user"}, {"content", "Name a colour."}}})}});
+  ASSERT_EQ(templated.status, 200) << templated.body;
+  EXPECT_EQ(templated.parsed()["prompt"], *(*engine)->format_chat(messages));
+
+  const Reply props = get(port(), "/props");
+  ASSERT_EQ(props.status, 200) << props.body;
+  EXPECT_EQ(props.parsed()["default_generation_settings"]["n_ctx"], kContext);
+  EXPECT_EQ(props.parsed()["total_slots"], 4);
+
+  // POST /completion with n_predict: content, the stop fields and timings, streamed or whole.
+  const std::vector<int32_t> prompt = ascii_ids("The quick brown fox");
+  const EngineOutput reference = run_engine(greedy_request(prompt, 10));
+  const json body = {{"prompt", prompt}, {"n_predict", 10}, {"temperature", 0}, {"ignore_eos", true}};
+  const Reply whole = post(port(), "/completion", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json response = whole.parsed();
+  EXPECT_EQ(response["content"], reference.text);
+  EXPECT_EQ(response["tokens"].get<std::vector<int32_t>>(), reference.ids);
+  EXPECT_EQ(response["stop"], true);
+  EXPECT_EQ(response["stop_type"], "limit");
+  EXPECT_EQ(response["tokens_predicted"], 10);
+  EXPECT_EQ(response["tokens_evaluated"], prompt.size());
+  EXPECT_TRUE(response["timings"].contains("cache_n"));
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  const Reply streamed = post(port(), "/completion", streamed_body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::string streamed_text;
+  json last;
+  std::istringstream lines(streamed.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    last = json::parse(line.substr(6));
+    streamed_text += last["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed_text, reference.text);
+  EXPECT_EQ(last["stop"], true);
+  // n_predict on the OpenAI routes too.
+  const Reply openai = post(port(), "/v1/completions", {{"prompt", prompt}, {"n_predict", 3}, {"temperature", 0}});
+  ASSERT_EQ(openai.status, 200) << openai.body;
+  EXPECT_EQ(openai.parsed()["usage"]["completion_tokens"], 3);
+}
+
 // A server whose requests can run long: one slot and a large context.
 std::unique_ptr<Server> start_long_server(int max_queue) {
   ServerOptions options = server_options(1, kLongContext);
