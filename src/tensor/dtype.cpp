@@ -79,6 +79,13 @@ bool is_supported_weight_type(DType dtype) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
+    case DType::q2_k:
+    case DType::q3_k:
+    case DType::iq4_nl:
+    case DType::iq4_xs:
+    case DType::tq1_0:
+    case DType::tq2_0:
+    case DType::mxfp4:
       return true;
     default:
       return false;

@@ -6,13 +6,15 @@
 //
 // Per output (weight row w, activation row a), the integer part is exact and may be computed any way; the
 // float part is fixed:
-//   blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0): D_b = the int32 dot of block b, s_b = f(d_w) * f(d_a);
+//   blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4): D_b = the int32 dot of block b,
+//     s_b = f(d_w) * f(d_a) (mxfp4: 2^(e - 128) * f(d_a), its levels doubled);
 //     eight chains, block b going to chain k = b % 8: P[k] = fma(float(D_b), s_b, P[k]), then for q4_1 / q5_1
 //     P[k] = fma(f(m_w), f(s_a), P[k]); result = sum_chains(P). One row keeps the chains in the lanes of one
 //     vector (8 consecutive blocks per FMA); a panel keeps one vector per chain (lanes are activation rows).
-//   q4_K / q5_K: per super-block, S = sum over sub-blocks of scale * dot, N = sum of min * (sum of qa);
+//   q4_K / q5_K / q2_K: per super-block, S = sum over sub-blocks of scale * dot, N = sum of min * (sum of qa);
 //     acc = fma(float(S), f(d_w) * d_a, acc), then acc = fnma(float(N), f(dmin_w) * d_a, acc).
-//   q6_K: S = sum over groups of scale * dot of (q - 32) with qa; acc = fma(float(S), f(d_w) * d_a, acc).
+//   q6_K, q3_K, iq4_xs, tq1_0, tq2_0: S = sum over groups of scale * dot of the signed levels with qa (scale 1
+//     for the ternary types); acc = fma(float(S), f(d_w) * d_a, acc).
 // f() is the fp16-to-float conversion, float() the round-to-nearest int32 conversion; accumulators start at +0.
 #pragma once
 
