@@ -76,7 +76,9 @@ inline std::vector<uint8_t> random_raw_blocks(tensor::DType type, int64_t n, Qua
       case tensor::DType::iq4_xs: put_half(block, offsetof(q::BlockIQ4XS, d), false); break;
       case tensor::DType::tq1_0: put_half(block, offsetof(q::BlockTQ1_0, d), false); break;
       case tensor::DType::tq2_0: put_half(block, offsetof(q::BlockTQ2_0, d), false); break;
-      case tensor::DType::mxfp4: block[offsetof(q::BlockMXFP4, e)] = static_cast<uint8_t>(random.integer(110, 135)); break;
+      case tensor::DType::mxfp4:
+        block[offsetof(q::BlockMXFP4, e)] = static_cast<uint8_t>(random.integer(110, 135));
+        break;
       default: return {};  // not a read-only type
     }
   }

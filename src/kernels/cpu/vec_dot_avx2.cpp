@@ -90,24 +90,15 @@ struct UnpackQ5_1 {
   }
 };
 
-// Both 128-bit lanes = the 16 signed levels a nibble indexes (iq4_nl, mxfp4), for _mm256_shuffle_epi8.
-REWIND_INLINE __m256i level_table(const int8_t (&levels)[16]) {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
-}
-
 struct UnpackIQ4NL {
   using Block = q::BlockIQ4NL;
   static constexpr bool kSigned = true;
-  static REWIND_INLINE __m256i values(const Block& w) {
-    return _mm256_shuffle_epi8(level_table(q::kIq4NlLevels), unpack_nibbles(w.qs));
-  }
+  static REWIND_INLINE __m256i values(const Block& w) { return lookup_levels(q::kIq4NlLevels, w.qs); }
 };
 struct UnpackMXFP4 {
   using Block = q::BlockMXFP4;
   static constexpr bool kSigned = true;
-  static REWIND_INLINE __m256i values(const Block& w) {
-    return _mm256_shuffle_epi8(level_table(q::kMxfp4Levels), unpack_nibbles(w.qs));
-  }
+  static REWIND_INLINE __m256i values(const Block& w) { return lookup_levels(q::kMxfp4Levels, w.qs); }
   // The e8m0 scales of blocks 0 .. count - 1 halved, 2^(e - 128), as floats (e < 2: subnormal); lanes from
   // count on are 0.
   static REWIND_INLINE __m256 scales(const Block* w, int count) {
@@ -525,7 +516,8 @@ struct SumsIQ4XS {
   using Block = q::BlockIQ4XS;
   template <int NA>
   static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    const __m256i table = level_table(q::kIq4NlLevels);
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q::kIq4NlLevels)));
     uint32_t scales_low;
     std::memcpy(&scales_low, w.scales_l, sizeof(scales_low));
     const uint32_t scales_high = w.scales_h;

@@ -97,6 +97,22 @@ REWIND_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+// Lane j = the signed level that nibble j of a 32-value block (layout as unpack_nibbles) indexes in levels
+// (iq4_nl, mxfp4).
+REWIND_INLINE __m256i lookup_levels(const int8_t (&levels)[16], const uint8_t* qs) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
+  return _mm256_shuffle_epi8(table, unpack_nibbles(qs));
+}
+
+// Half an mxfp4 block's e8m0 scale, 2^(e - 128), as a float (e < 2: subnormal); tensor/quant/blocks.h's
+// e8m0_half_to_fp32, kept here so that no copy of it is compiled with AVX2.
+REWIND_INLINE float e8m0_half_to_float(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
 // The fp16 field at `first` and at the same offset of the next count - 1 <= 7 blocks (stride bytes apart) as
 // floats; lanes from count on are 0.
 REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) {
