@@ -511,26 +511,39 @@ struct SumsQ3K {
 };
 
 // iq4_xs: S = sum over sub-blocks j of (ls_j - 32) * (levels . qa); levels are signed, so their sign moves onto
-// the activations as in the symmetric blocks of 32.
+// the activations as in the symmetric blocks of 32. Sub-blocks go in pairs: the 32 bytes of qs for sub-blocks
+// 2c and 2c + 1 hold, in their low nibbles, values 0..15 of each, in their high nibbles values 16..31; a
+// cross-lane permute of the two looked-up vectors puts each sub-block's 32 values in order in one vector.
 struct SumsIQ4XS {
   using Block = q::BlockIQ4XS;
   template <int NA>
   static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
     const __m256i table =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q::kIq4NlLevels)));
+    const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     uint32_t scales_low;
     std::memcpy(&scales_low, w.scales_l, sizeof(scales_low));
     const uint32_t scales_high = w.scales_h;
-    for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
+    auto scale_of = [&](int j) REWIND_INLINE_LAMBDA {
       const int scale = static_cast<int>(((scales_low >> (4 * j)) & 15) | (((scales_high >> (2 * j)) & 3) << 4)) - 32;
-      const __m256i scale16 = _mm256_set1_epi16(static_cast<short>(scale));
-      const __m256i levels = _mm256_shuffle_epi8(table, unpack_nibbles(w.qs + 16 * j));
-      const __m256i magnitudes = _mm256_sign_epi8(levels, levels);
-      for (int r = 0; r < NA; ++r) {
-        const __m256i p = _mm256_maddubs_epi16(magnitudes, _mm256_sign_epi8(load256(a[r]->qs + 32 * j), levels));
-        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale16));
+      return _mm256_set1_epi16(static_cast<short>(scale));
+    };
+    for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed = load256(w.qs + 32 * c);
+      const __m256i lows = _mm256_shuffle_epi8(table, _mm256_and_si256(packed, low_nibble));
+      const __m256i highs = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble));
+      const __m256i levels[2] = {_mm256_permute2x128_si256(lows, highs, 0x20),
+                                 _mm256_permute2x128_si256(lows, highs, 0x31)};
+#pragma GCC unroll 2
+      for (int s = 0; s < 2; ++s) {
+        const __m256i scale16 = scale_of(2 * c + s);
+        const __m256i magnitudes = _mm256_sign_epi8(levels[s], levels[s]);
+        for (int r = 0; r < NA; ++r) {
+          const __m256i act = _mm256_sign_epi8(load256(a[r]->qs + 64 * c + 32 * s), levels[s]);
+          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitudes, act), scale16));
+        }
       }
     }
   }
