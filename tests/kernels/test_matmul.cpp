@@ -6,7 +6,8 @@
 // that are not multiples of any tile, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
 // matmul_shared_input gives the bits of separate matmul calls, for weights of one and of mixed types. Every
 // VNNI flavour the CPU runs gives, through matmul, the AVX2 kernels' bits for every row, batch and thread count.
-// The per-ISA kernels themselves are checked in test_vec_dot.cpp.
+// The per-ISA kernels themselves are checked in test_vec_dot.cpp. Weights of the read-only types (no quantizer)
+// are random raw blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>

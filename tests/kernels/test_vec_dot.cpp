@@ -8,6 +8,8 @@
 // dispatched functions being one of the tables; and every VNNI flavour the CPU runs (vnni-emulated wherever
 // there is AVX2) bit-identical to the AVX2 table's one-pair kernel for its one-pair, tile and panel kernels, on
 // random blocks and on blocks at the ends of their ranges (activations at ±127), which would catch saturation.
+// Weight rows of the types rewind reads but cannot write (q2_K, q3_K, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4) are
+// random raw blocks (quant_test_util.h): every level, scale and digit pattern, not just those a quantizer makes.
 #include <gtest/gtest.h>
 
 #include <cmath>
