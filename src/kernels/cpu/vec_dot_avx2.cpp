@@ -430,11 +430,6 @@ REWIND_INLINE __m256i pick_scale_pair(int k) {
                           _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k))));
 }
 
-// Lanes = the 2-bit levels k (0..3) of 32 bytes: bits 2k, 2k + 1 of each.
-REWIND_INLINE __m256i two_bit_levels(__m256i packed, int k) {
-  return _mm256_and_si256(_mm256_srli_epi16(packed, 2 * k), _mm256_set1_epi8(3));
-}
-
 // q2_K: S = sum of sc_g * (levels . qa) over the 16 groups, N = sum of m_g * bsum_g.
 struct SumsQ2K {
   using Block = q::BlockQ2K;
@@ -581,45 +576,21 @@ struct SumsTQ2_0 {
   }
 };
 
-// The base-3 digit of each byte x that powers (int16 lanes, the same for both bytes of a lane; 3^k for digit k)
-// selects: ((uint8_t)(x * 3^k) * 3) >> 8. Even and odd bytes are multiplied apart so that no carry crosses a byte.
-REWIND_INLINE __m256i ternary_digits(__m256i bytes, __m256i powers) {
-  const __m256i low_byte = _mm256_set1_epi16(0x00FF);
-  const __m256i three = _mm256_set1_epi16(3);
-  const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(bytes, low_byte), powers), low_byte);
-  const __m256i even_digits = _mm256_srli_epi16(_mm256_mullo_epi16(even, three), 8);
-  const __m256i odd = _mm256_mullo_epi16(_mm256_andnot_si256(low_byte, bytes), powers);  // (x 3^k mod 256) << 8
-  const __m256i odd_digits = _mm256_mulhi_epu16(odd, three);                            // its digit, low byte
-  return _mm256_or_si256(even_digits, _mm256_slli_epi16(odd_digits, 8));
-}
-
-// tq1_0: eight vectors of 32 digits, vector i against qa[32i ..]: digits 0..4 of qs[0..31], digits 0+1 and 2+3
-// of qs[32..47] (one per 128-bit lane), and digit 4 of qs[32..47] beside digits 0..3 of qh[0..3] (layout in
-// blocks.h).
+// tq1_0: eight vectors of 32 digits, vector i against qa[32i ..] (tq1_0_digits).
 struct SumsTQ1_0 {
   using Block = q::BlockTQ1_0;
   template <int NA>
   static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
     start_with_minus_sum(a, sum);
-    const __m256i first = load256(w.qs);
-    const __m128i second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs + 32));
-    const __m256i second2 = _mm256_broadcastsi128_si256(second);
-    const __m256i last = _mm256_set_m128i(broadcast_u32_128(w.qh), second);
     __m256i pairs[NA];
     for (int r = 0; r < NA; ++r) pairs[r] = _mm256_setzero_si256();
-    auto add = [&](int i, __m256i digits) REWIND_INLINE_LAMBDA {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const __m256i digits = tq1_0_digits(w.qs, w.qh, i);
       for (int r = 0; r < NA; ++r) {
         pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(digits, load256(a[r]->qs + 32 * i)));
       }
-    };
-    add(0, ternary_digits(first, _mm256_set1_epi16(1)));
-    add(1, ternary_digits(first, _mm256_set1_epi16(3)));
-    add(2, ternary_digits(first, _mm256_set1_epi16(9)));
-    add(3, ternary_digits(first, _mm256_set1_epi16(27)));
-    add(4, ternary_digits(first, _mm256_set1_epi16(81)));
-    add(5, ternary_digits(second2, _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(1))));
-    add(6, ternary_digits(second2, _mm256_set_m128i(_mm_set1_epi16(27), _mm_set1_epi16(9))));
-    add(7, ternary_digits(last, _mm256_set_m128i(_mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27), _mm_set1_epi16(81))));
+    }
     for (int r = 0; r < NA; ++r) sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(pairs[r], _mm256_set1_epi16(1)));
   }
 };

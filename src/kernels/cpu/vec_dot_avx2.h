@@ -113,6 +113,42 @@ REWIND_INLINE float e8m0_half_to_float(uint8_t e) {
   return value;
 }
 
+// Lanes = the 2-bit levels k (0..3) of 32 bytes: bits 2k, 2k + 1 of each.
+REWIND_INLINE __m256i two_bit_levels(__m256i packed, int k) {
+  return _mm256_and_si256(_mm256_srli_epi16(packed, 2 * k), _mm256_set1_epi8(3));
+}
+
+// The base-3 digit of each byte x that powers (int16 lanes, the same for both bytes of a lane; 3^k for digit k)
+// selects: ((uint8_t)(x * 3^k) * 3) >> 8. Even and odd bytes are multiplied apart so that no carry crosses a byte.
+REWIND_INLINE __m256i ternary_digits(__m256i bytes, __m256i powers) {
+  const __m256i low_byte = _mm256_set1_epi16(0x00FF);
+  const __m256i three = _mm256_set1_epi16(3);
+  const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(bytes, low_byte), powers), low_byte);
+  const __m256i even_digits = _mm256_srli_epi16(_mm256_mullo_epi16(even, three), 8);
+  const __m256i odd = _mm256_mullo_epi16(_mm256_andnot_si256(low_byte, bytes), powers);  // (x 3^k mod 256) << 8
+  const __m256i odd_digits = _mm256_mulhi_epu16(odd, three);                            // its digit, low byte
+  return _mm256_or_si256(even_digits, _mm256_slli_epi16(odd_digits, 8));
+}
+
+// Vector i (0..7) of the digits of a tq1_0 super-block, values 32i .. 32i + 31 in order (layout in
+// tensor/quant/blocks.h): digits 0..4 of qs[0..31] (i = 0..4), digits 0 and 1, then 2 and 3, of qs[32..47] (one
+// per 128-bit lane; i = 5, 6), and digit 4 of qs[32..47] beside digits 0..3 of qh[0..3] (i = 7).
+REWIND_INLINE __m256i tq1_0_digits(const uint8_t* qs, const uint8_t* qh, int i) {
+  if (i < 5) {
+    static constexpr short kPowers[5] = {1, 3, 9, 27, 81};
+    return ternary_digits(load256(qs), _mm256_set1_epi16(kPowers[i]));
+  }
+  const __m128i second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32));
+  if (i == 5) {
+    return ternary_digits(_mm256_broadcastsi128_si256(second), _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(1)));
+  }
+  if (i == 6) {
+    return ternary_digits(_mm256_broadcastsi128_si256(second), _mm256_set_m128i(_mm_set1_epi16(27), _mm_set1_epi16(9)));
+  }
+  return ternary_digits(_mm256_set_m128i(broadcast_u32_128(qh), second),
+                        _mm256_set_m128i(_mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27), _mm_set1_epi16(81)));
+}
+
 // The fp16 field at `first` and at the same offset of the next count - 1 <= 7 blocks (stride bytes apart) as
 // floats; lanes from count on are 0.
 REWIND_INLINE __m256 gather_halves(const void* first, size_t stride, int count) {

@@ -408,6 +408,39 @@ void panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row_bytes,
   }
 }
 
+// ---- tq1_0 against PanelQ8K ----
+//
+// The base-3 digits of a tq1_0 super-block cost more to decode than a tile shares over its 4 rows; a panel
+// decodes them once per weight row for 8 rows, into a buffer in value order, from which each chunk of 4 is
+// broadcast against the panel's chunk of 8 rows. Digits are 0..2, so the maddubs pairs (at most 2 * 2 * 127)
+// of all 64 chunks sum in int16; S = that sum - the rows' sum of activations (the digits mean t - 1), as the
+// one-row kernel's S exactly.
+void panel_dot_tq1_0(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                     const void* panel, int64_t n_rows, float* out, int64_t out_stride) {
+  const auto* a = static_cast<const PanelQ8K*>(panel);
+  alignas(32) uint8_t digits[q::kBlockK];
+  for (int64_t i = 0; i < n_weight_rows; ++i) {
+    const auto* w = row_at<q::BlockTQ1_0>(weights, weight_row_bytes, i);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(digits + 32 * v), tq1_0_digits(w[b].qs, w[b].qh, v));
+      }
+      __m256i sum16 = _mm256_setzero_si256();
+#pragma GCC unroll 16
+      for (int k = 0; k < q::kBlockK / 4; ++k) {
+        sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(broadcast_u32(digits + 4 * k), load256(a[b].qs[k])));
+      }
+      __m256i sum = _mm256_madd_epi16(sum16, ones16());
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) sum = _mm256_sub_epi32(sum, _mm256_madd_epi16(load256(a[b].bsums[p]), ones16()));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), row_scales(w[b].d, a[b].d), acc);
+    }
+    store_rows(acc, n_rows, out + i, out_stride);
+  }
+}
+
 template <int kMinRows>
 constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes) {
   return {pack, dot, bytes, kMinRows};
@@ -421,6 +454,8 @@ constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes)
 // iq4_nl / mxfp4, measured on Zen 3 at n = 2048, 1 thread (2 cores shared with other work, so roughly): the
 // 4-row tile costs 0.36 ms per row, a panel 2.5 ms whatever its rows, so only a full panel pays (by ~10%).
 constexpr int kLookupMinRows = 8;
+// tq1_0, the same way: 0.21 ms per row for the 4-row tile, 0.95-1.04 ms for a panel.
+constexpr int kTq1_0MinRows = 5;
 
 PanelKernel panel_kernel(DType weight_type) {
   switch (weight_type) {
@@ -442,8 +477,11 @@ PanelKernel panel_kernel(DType weight_type) {
       return make<5>(pack_q8_k, panel_dot_k_affine<false, q::BlockQ4K>, panel_bytes<PanelQ8K, q::kBlockK>);
     case DType::q5_k:
       return make<9>(pack_q8_k, panel_dot_k_affine<true, q::BlockQ5K>, panel_bytes<PanelQ8K, q::kBlockK>);
-    default: return {};  // q6_K: the 4-row tile of vec_dot_avx2.cpp beats a panel at every row count;
-                         // the read-only super-block types have none yet
+    case DType::tq1_0:
+      return make<kTq1_0MinRows>(pack_q8_k, panel_dot_tq1_0, panel_bytes<PanelQ8K, q::kBlockK>);
+    default: return {};  // q6_K: the 4-row tile of vec_dot_avx2.cpp beats a panel at every row count; so do
+                         // they for q2_K, q3_K and tq2_0 (a panel unpacking their levels once per 8 rows was
+                         // no faster on Zen 3); iq4_xs: none yet
   }
 }
 
