@@ -15,7 +15,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -28,6 +30,7 @@
 #include "kernels/cpu/vec_dot_impl.h"
 #include "read_ceiling.h"
 #include "tensor/dtype.h"
+#include "tensor/quant/blocks.h"
 #include "tensor/tensor.h"
 
 namespace rwd::kernels::cpu {
@@ -35,8 +38,9 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
-                            DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+constexpr DType kTypes[] = {DType::f32,   DType::f16,   DType::bf16,  DType::q4_0,   DType::q4_1,  DType::q5_0,
+                            DType::q5_1,  DType::q8_0,  DType::q4_k,  DType::q5_k,   DType::q6_k,  DType::q2_k,
+                            DType::q3_k,  DType::iq4_nl, DType::iq4_xs, DType::tq1_0, DType::tq2_0, DType::mxfp4};
 
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
   std::mt19937_64 engine(seed);
@@ -44,6 +48,31 @@ std::vector<float> random_floats(int64_t n, uint64_t seed) {
   std::vector<float> values(static_cast<size_t>(n));
   for (float& v : values) v = normal(engine);
   return values;
+}
+
+// One row of a type rewind reads but cannot write: random payload bytes, every block's scale set to a normal
+// value (fp16 1/64 for d and dmin, e = 127 for mxfp4) so that no NaN or subnormal slows the float part.
+void random_read_only_row(DType type, int64_t n, uint64_t seed, uint8_t* out) {
+  namespace q = tensor::quant;
+  std::mt19937_64 engine(seed);
+  const tensor::DTypeTraits& traits = tensor::dtype_traits(type);
+  const size_t n_bytes = tensor::row_bytes(type, n);
+  for (size_t i = 0; i < n_bytes; ++i) out[i] = static_cast<uint8_t>(engine());
+  const uint16_t scale = 0x2400;  // 1/64
+  for (int64_t b = 0; b < n / traits.block_size; ++b) {
+    uint8_t* block = out + static_cast<size_t>(b) * traits.block_bytes;
+    auto put = [block, scale](size_t offset) { std::memcpy(block + offset, &scale, sizeof(scale)); };
+    switch (type) {
+      case DType::q2_k: put(offsetof(q::BlockQ2K, d)); put(offsetof(q::BlockQ2K, dmin)); break;
+      case DType::q3_k: put(offsetof(q::BlockQ3K, d)); break;
+      case DType::iq4_nl: put(offsetof(q::BlockIQ4NL, d)); break;
+      case DType::iq4_xs: put(offsetof(q::BlockIQ4XS, d)); break;
+      case DType::tq1_0: put(offsetof(q::BlockTQ1_0, d)); break;
+      case DType::tq2_0: put(offsetof(q::BlockTQ2_0, d)); break;
+      case DType::mxfp4: block[offsetof(q::BlockMXFP4, e)] = 127; break;
+      default: break;
+    }
+  }
 }
 
 // A weight [n_out, n_in]; rows are quantized once and copied, which is enough for timing.
@@ -58,6 +87,10 @@ std::unique_ptr<Weight> make_weight(DType type, int64_t n_out, int64_t n_in) {
   weight->bytes.resize(row_bytes * static_cast<size_t>(n_out));
   const int64_t n_distinct = std::min<int64_t>(n_out, 16);
   for (int64_t o = 0; o < n_distinct; ++o) {
+    if (tensor::dtype_traits(type).from_float == nullptr) {
+      random_read_only_row(type, n_in, static_cast<uint64_t>(o), weight->bytes.data() + o * row_bytes);
+      continue;
+    }
     const std::vector<float> row = random_floats(n_in, static_cast<uint64_t>(o));
     tensor::dtype_traits(type).from_float(row.data(), weight->bytes.data() + o * row_bytes, n_in);
   }

@@ -19,8 +19,8 @@ constexpr std::array<DTypeTraits, 32> kTraits = {{
     {DType::q5_1, "q5_1", 32, 24, quant::to_float_q5_1, quant::from_float_q5_1, DType::q8_1},
     {DType::q8_0, "q8_0", 32, 34, quant::to_float_q8_0, quant::from_float_q8_0, DType::q8_0},
     {DType::q8_1, "q8_1", 32, 36, quant::to_float_q8_1, quant::from_float_q8_1, DType::q8_1},
-    {DType::q2_k, "q2_K", 256, 84, nullptr, nullptr, DType::q8_k},
-    {DType::q3_k, "q3_K", 256, 110, nullptr, nullptr, DType::q8_k},
+    {DType::q2_k, "q2_K", 256, 84, quant::to_float_q2_k, nullptr, DType::q8_k},
+    {DType::q3_k, "q3_K", 256, 110, quant::to_float_q3_k, nullptr, DType::q8_k},
     {DType::q4_k, "q4_K", 256, 144, quant::to_float_q4_k, quant::from_float_q4_k, DType::q8_k},
     {DType::q5_k, "q5_K", 256, 176, quant::to_float_q5_k, quant::from_float_q5_k, DType::q8_k},
     {DType::q6_k, "q6_K", 256, 210, quant::to_float_q6_k, quant::from_float_q6_k, DType::q8_k},
@@ -29,19 +29,19 @@ constexpr std::array<DTypeTraits, 32> kTraits = {{
     {DType::iq2_xs, "iq2_xs", 256, 74, nullptr, nullptr, DType::q8_k},
     {DType::iq3_xxs, "iq3_xxs", 256, 98, nullptr, nullptr, DType::q8_k},
     {DType::iq1_s, "iq1_s", 256, 50, nullptr, nullptr, DType::q8_k},
-    {DType::iq4_nl, "iq4_nl", 32, 18, nullptr, nullptr, DType::q8_0},
+    {DType::iq4_nl, "iq4_nl", 32, 18, quant::to_float_iq4_nl, nullptr, DType::q8_0},
     {DType::iq3_s, "iq3_s", 256, 110, nullptr, nullptr, DType::q8_k},
     {DType::iq2_s, "iq2_s", 256, 82, nullptr, nullptr, DType::q8_k},
-    {DType::iq4_xs, "iq4_xs", 256, 136, nullptr, nullptr, DType::q8_k},
+    {DType::iq4_xs, "iq4_xs", 256, 136, quant::to_float_iq4_xs, nullptr, DType::q8_k},
     {DType::i8, "i8", 1, 1, nullptr, nullptr, DType::i8},
     {DType::i16, "i16", 1, 2, nullptr, nullptr, DType::i16},
     {DType::i32, "i32", 1, 4, nullptr, nullptr, DType::i32},
     {DType::i64, "i64", 1, 8, nullptr, nullptr, DType::i64},
     {DType::f64, "f64", 1, 8, nullptr, nullptr, DType::f64},
     {DType::iq1_m, "iq1_m", 256, 56, nullptr, nullptr, DType::q8_k},
-    {DType::tq1_0, "tq1_0", 256, 54, nullptr, nullptr, DType::q8_k},
-    {DType::tq2_0, "tq2_0", 256, 66, nullptr, nullptr, DType::q8_k},
-    {DType::mxfp4, "mxfp4", 32, 17, nullptr, nullptr, DType::q8_0},
+    {DType::tq1_0, "tq1_0", 256, 54, quant::to_float_tq1_0, nullptr, DType::q8_k},
+    {DType::tq2_0, "tq2_0", 256, 66, quant::to_float_tq2_0, nullptr, DType::q8_k},
+    {DType::mxfp4, "mxfp4", 32, 17, quant::to_float_mxfp4, nullptr, DType::q8_0},
 }};
 
 }  // namespace
@@ -79,6 +79,13 @@ bool is_supported_weight_type(DType dtype) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
+    case DType::q2_k:
+    case DType::q3_k:
+    case DType::iq4_nl:
+    case DType::iq4_xs:
+    case DType::tq1_0:
+    case DType::tq2_0:
+    case DType::mxfp4:
       return true;
     default:
       return false;

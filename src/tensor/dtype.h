@@ -68,7 +68,9 @@ inline std::string_view dtype_name(DType dtype) { return dtype_traits(dtype).nam
 // Bytes of a row of n values; n must be a multiple of the block size.
 size_t row_bytes(DType dtype, int64_t n);
 
-// True where the type has reference conversions and CPU dot-product kernels (weights rewind can run).
+// True where the type has a reference dequantizer and CPU dot-product kernels (weights rewind can run). Some
+// such types are read-only: no quantizer (from_float null), so rewind never writes them (q2_K, q3_K, iq4_nl,
+// iq4_xs, tq1_0, tq2_0, mxfp4).
 bool is_supported_weight_type(DType dtype);
 
 }  // namespace rwd::tensor

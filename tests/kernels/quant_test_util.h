@@ -1,12 +1,15 @@
 // Shared by the quantization, dot-product and matmul tests: seeded rows whose magnitude changes from block to
 // block (as real weights and activations do), and the error bound of a dot product whose activations were
-// quantized to q8_0 / q8_1 / q8_K, derived from the formats rather than measured.
+// quantized to q8_0 / q8_1 / q8_K, derived from the formats rather than measured, and random weight rows of
+// every type the kernels run, including the read-only ones rewind has no quantizer for.
 // Random values come from raw mt19937_64 draws, so inputs are the same with every standard library.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -42,6 +45,56 @@ class QuantRandom {
  private:
   std::mt19937_64 engine_;
 };
+
+// A finite fp16 of magnitude 2^[lo_exp, hi_exp), negative half the time unless positive.
+inline uint16_t random_fp16(QuantRandom& random, double lo_exp, double hi_exp, bool positive = false) {
+  const double magnitude = std::pow(2.0, lo_exp + (hi_exp - lo_exp) * random.unit());
+  return fp32_to_fp16(static_cast<float>(positive || random.unit() < 0.5 ? magnitude : -magnitude));
+}
+
+// Raw blocks of a type rewind reads but never writes (q2_K, q3_K, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4): every
+// payload byte uniform in 0..255 (all levels, scales, mins and digits occur), fp16 scales of magnitude
+// 2^[-8, 0) (q2_K's d and dmin positive, as ggml writes them), mxfp4 scales 2^(e - 128) for e in 110..135.
+inline std::vector<uint8_t> random_raw_blocks(tensor::DType type, int64_t n, QuantRandom& random) {
+  namespace q = tensor::quant;
+  const tensor::DTypeTraits& traits = tensor::dtype_traits(type);
+  std::vector<uint8_t> row(tensor::row_bytes(type, n));
+  for (uint8_t& byte : row) byte = static_cast<uint8_t>(random.integer(0, 255));
+  auto put_half = [&](uint8_t* block, size_t offset, bool positive) {
+    const uint16_t bits = random_fp16(random, -8.0, 0.0, positive);
+    std::memcpy(block + offset, &bits, sizeof(bits));
+  };
+  for (int64_t b = 0; b < n / traits.block_size; ++b) {
+    uint8_t* block = row.data() + static_cast<size_t>(b) * traits.block_bytes;
+    switch (type) {
+      case tensor::DType::q2_k:
+        put_half(block, offsetof(q::BlockQ2K, d), true);
+        put_half(block, offsetof(q::BlockQ2K, dmin), true);
+        break;
+      case tensor::DType::q3_k: put_half(block, offsetof(q::BlockQ3K, d), false); break;
+      case tensor::DType::iq4_nl: put_half(block, offsetof(q::BlockIQ4NL, d), false); break;
+      case tensor::DType::iq4_xs: put_half(block, offsetof(q::BlockIQ4XS, d), false); break;
+      case tensor::DType::tq1_0: put_half(block, offsetof(q::BlockTQ1_0, d), false); break;
+      case tensor::DType::tq2_0: put_half(block, offsetof(q::BlockTQ2_0, d), false); break;
+      case tensor::DType::mxfp4:
+        block[offsetof(q::BlockMXFP4, e)] = static_cast<uint8_t>(random.integer(110, 135));
+        break;
+      default: return {};  // not a read-only type
+    }
+  }
+  return row;
+}
+
+// A weight row of n values: random.row(n) quantized by the reference quantizer where the type has one, else
+// random_raw_blocks.
+inline std::vector<uint8_t> random_weight_row(tensor::DType type, int64_t n, QuantRandom& random) {
+  const tensor::DTypeTraits& traits = tensor::dtype_traits(type);
+  if (traits.from_float == nullptr) return random_raw_blocks(type, n, random);
+  const std::vector<float> x = random.row(n);
+  std::vector<uint8_t> row(tensor::row_bytes(type, n), 0xCD);
+  traits.from_float(x.data(), row.data(), n);
+  return row;
+}
 
 // Largest |x̂ - x| the activation quantizer of act_type may leave on each value of x.
 //   q8_0 / q8_1: q = round(x / d16) with d16 = fp16(amax / 127) leaves d16 / 2 <= d (1 + 2^-11) / 2. Where d16 is

@@ -6,7 +6,8 @@
 // that are not multiples of any tile, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
 // matmul_shared_input gives the bits of separate matmul calls, for weights of one and of mixed types. Every
 // VNNI flavour the CPU runs gives, through matmul, the AVX2 kernels' bits for every row, batch and thread count.
-// The per-ISA kernels themselves are checked in test_vec_dot.cpp.
+// The per-ISA kernels themselves are checked in test_vec_dot.cpp. Weights of the read-only types (no quantizer)
+// are random raw blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,8 +32,10 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
-                                  DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+constexpr DType kWeightTypes[] = {DType::f32,   DType::f16,    DType::bf16,   DType::q4_0,  DType::q4_1,
+                                  DType::q5_0,  DType::q5_1,   DType::q8_0,   DType::q4_k,  DType::q5_k,
+                                  DType::q6_k,  DType::q2_k,   DType::q3_k,   DType::iq4_nl, DType::iq4_xs,
+                                  DType::tq1_0, DType::tq2_0, DType::mxfp4};
 
 // A quantized [n_out, n_in] weight that owns its bytes.
 struct Weight {
@@ -46,8 +49,8 @@ Weight make_weight(DType type, int64_t n_out, int64_t n_in, uint64_t seed) {
   const size_t row_bytes = tensor::row_bytes(type, n_in);
   weight.bytes.resize(row_bytes * static_cast<size_t>(n_out));
   for (int64_t o = 0; o < n_out; ++o) {
-    const std::vector<float> row = random.row(n_in);
-    tensor::dtype_traits(type).from_float(row.data(), weight.bytes.data() + o * row_bytes, n_in);
+    const std::vector<uint8_t> row = test::random_weight_row(type, n_in, random);
+    std::copy(row.begin(), row.end(), weight.bytes.begin() + o * static_cast<int64_t>(row_bytes));
   }
   weight.tensor.name = "test.weight";
   weight.tensor.dtype = type;

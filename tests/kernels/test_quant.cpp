@@ -1,12 +1,17 @@
 // links: rewind_tensor
 // Block formats and reference (de)quantizers of tensor/quant: struct sizes against the traits table,
 // dequantization of hand-built blocks checked against values worked out from ggml's format description,
+// dequantization of the read-only types (q2_K, q3_K, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4) bit for bit against
+// the PyPI gguf package's numpy dequantizer on random blocks (tests/data/quant, tools/quant/make_dequant_vectors.py),
 // round-trip error of the quantizers on rows of varied magnitude, and the q8 fields the kernels rely on.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "base/half.h"
@@ -41,6 +46,17 @@ TEST(QuantBlocks, SizesMatchTraitsTable) {
   EXPECT_EQ(dtype_traits(DType::q5_k).block_bytes, sizeof(BlockQ5K));
   EXPECT_EQ(dtype_traits(DType::q6_k).block_bytes, sizeof(BlockQ6K));
   EXPECT_EQ(dtype_traits(DType::q8_k).block_bytes, sizeof(BlockQ8K));
+  EXPECT_EQ(dtype_traits(DType::q2_k).block_bytes, sizeof(BlockQ2K));
+  EXPECT_EQ(dtype_traits(DType::q3_k).block_bytes, sizeof(BlockQ3K));
+  EXPECT_EQ(dtype_traits(DType::iq4_nl).block_bytes, sizeof(BlockIQ4NL));
+  EXPECT_EQ(dtype_traits(DType::iq4_xs).block_bytes, sizeof(BlockIQ4XS));
+  EXPECT_EQ(dtype_traits(DType::tq1_0).block_bytes, sizeof(BlockTQ1_0));
+  EXPECT_EQ(dtype_traits(DType::tq2_0).block_bytes, sizeof(BlockTQ2_0));
+  EXPECT_EQ(dtype_traits(DType::mxfp4).block_bytes, sizeof(BlockMXFP4));
+  EXPECT_EQ(offsetof(BlockQ2K, d), 80u);   // scales[16], qs[64], then d and dmin
+  EXPECT_EQ(offsetof(BlockQ3K, d), 108u);  // hmask[32], qs[64], scales[12], then d
+  EXPECT_EQ(offsetof(BlockIQ4XS, qs), 8u);
+  EXPECT_EQ(offsetof(BlockTQ1_0, d), 52u);
   EXPECT_EQ(offsetof(BlockQ6K, d), 208u);  // d comes last in q6_K
   EXPECT_EQ(offsetof(BlockQ5K, qs), 48u);  // d, dmin, scales[12], qh[32], then qs
   EXPECT_EQ(offsetof(BlockQ8K, bsums), 260u);
@@ -195,6 +211,56 @@ TEST(QuantDequantize, Q6_K) {
   EXPECT_EQ(out[128 + 17], scale(128 + 17) * 28.0f);
   EXPECT_EQ(out[128 + 96 + 17], scale(128 + 96 + 17) * -25.0f);
   EXPECT_EQ(out[1], scale(1) * -32.0f);  // all-zero bits elsewhere: q = 0
+}
+
+// ---- read-only types against the gguf package's dequantizer ----
+
+// tests/data/quant/<name>.bin: n_blocks raw blocks, then their n_blocks * block_size values as float32.
+class DequantizeMatchesGguf : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DequantizeMatchesGguf, BitExactOnRandomBlocks) {
+  const DTypeTraits& traits = dtype_traits(GetParam());
+  const std::string path = std::string(REWIND_TEST_DATA) + "/quant/" + std::string(traits.name) + ".bin";
+  std::ifstream file(path, std::ios::binary);
+  ASSERT_TRUE(file) << "missing " << path << " (tools/quant/make_dequant_vectors.py writes it)";
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t per_block = traits.block_bytes + static_cast<size_t>(traits.block_size) * sizeof(float);
+  ASSERT_EQ(bytes.size() % per_block, 0u) << path;
+  const int64_t n_blocks = static_cast<int64_t>(bytes.size() / per_block);
+  ASSERT_GE(n_blocks, 16);
+  const int64_t n = n_blocks * traits.block_size;
+  std::vector<float> expected(static_cast<size_t>(n));
+  std::memcpy(expected.data(), bytes.data() + n_blocks * traits.block_bytes, expected.size() * sizeof(float));
+  ASSERT_NE(traits.to_float, nullptr);
+  const std::vector<float> got = dequantize(GetParam(), bytes.data(), n);
+  int n_wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(&got[i], &expected[i], sizeof(float)) != 0 && ++n_wrong <= 10) {
+      ADD_FAILURE() << traits.name << " block " << i / traits.block_size << " value " << i % traits.block_size
+                    << ": " << got[i] << " vs gguf " << expected[i];
+    }
+  }
+  EXPECT_EQ(n_wrong, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(ReadOnlyTypes, DequantizeMatchesGguf,
+                         ::testing::Values(DType::q2_k, DType::q3_k, DType::iq4_nl, DType::iq4_xs, DType::tq1_0,
+                                           DType::tq2_0, DType::mxfp4),
+                         [](const auto& test_info) { return std::string(dtype_name(test_info.param)); });
+
+// A tq1_0 byte is ceil(256 * code / 243) for the base-3 code t0 t1 t2 t3 t4 (t0 most significant); digit k
+// comes back as the leading digit of the fraction times 3^k.
+TEST(QuantDequantize, Tq1_0DigitsOfEveryCode) {
+  for (int code = 0; code < 243; ++code) {
+    const auto byte = static_cast<uint8_t>((code * 256 + 242) / 243);
+    int rest = code;
+    for (int k = 0; k < 5; ++k) {
+      int power = 1;
+      for (int i = k; i < 4; ++i) power *= 3;
+      EXPECT_EQ(tq1_0_digit(byte, k), rest / power) << "code " << code << " digit " << k;
+      rest %= power;
+    }
+  }
 }
 
 // ---- quantizers ----

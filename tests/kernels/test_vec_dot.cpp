@@ -8,6 +8,8 @@
 // dispatched functions being one of the tables; and every VNNI flavour the CPU runs (vnni-emulated wherever
 // there is AVX2) bit-identical to the AVX2 table's one-pair kernel for its one-pair, tile and panel kernels, on
 // random blocks and on blocks at the ends of their ranges (activations at ±127), which would catch saturation.
+// Weight rows of the types rewind reads but cannot write (q2_K, q3_K, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4) are
+// random raw blocks (quant_test_util.h): every level, scale and digit pattern, not just those a quantizer makes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,8 +62,14 @@ std::vector<Isa> isas() {
   return result;
 }
 
-constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
-                                  DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+constexpr DType kWeightTypes[] = {DType::f32,   DType::f16,    DType::bf16,   DType::q4_0,  DType::q4_1,
+                                  DType::q5_0,  DType::q5_1,   DType::q8_0,   DType::q4_k,  DType::q5_k,
+                                  DType::q6_k,  DType::q2_k,   DType::q3_k,   DType::iq4_nl, DType::iq4_xs,
+                                  DType::tq1_0, DType::tq2_0, DType::mxfp4};
+
+// The types rewind reads but does not write: their weight rows are random raw blocks.
+constexpr DType kReadOnlyTypes[] = {DType::q2_k,  DType::q3_k,  DType::iq4_nl, DType::iq4_xs,
+                                    DType::tq1_0, DType::tq2_0, DType::mxfp4};
 
 std::vector<int64_t> sizes_for(DType type) {
   switch (tensor::dtype_traits(type).block_size) {
@@ -69,12 +77,6 @@ std::vector<int64_t> sizes_for(DType type) {
     case 32: return {32, 96, 256, 320, 768, 2080, 2816};  // 1, 3, 8, 10, 24, 65, 88 blocks
     default: return {256, 768, 2816};
   }
-}
-
-std::vector<uint8_t> quantize_with(DType type, const std::vector<float>& x) {
-  std::vector<uint8_t> out(tensor::row_bytes(type, static_cast<int64_t>(x.size())), 0xCD);
-  tensor::dtype_traits(type).from_float(x.data(), out.data(), static_cast<int64_t>(x.size()));
-  return out;
 }
 
 std::vector<uint8_t> quantize_activation(const Isa& isa, DType act_type, const std::vector<float>& x) {
@@ -119,9 +121,8 @@ TEST(VecDot, EveryTypeMatchesReferences) {
           SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)) + " n=" + std::to_string(n) +
                        " seed=" + std::to_string(seed));
           test::QuantRandom random(seed * 1000 + static_cast<uint64_t>(n) + 17 * static_cast<uint64_t>(type));
-          const std::vector<float> w_source = random.row(n);
+          const std::vector<uint8_t> weight = test::random_weight_row(type, n, random);
           const std::vector<float> x = random.row(n);
-          const std::vector<uint8_t> weight = quantize_with(type, w_source);
           const std::vector<uint8_t> act = quantize_activation(isa, act_type, x);
           const VecDotKernel kernel = isa.kernel(type);
           ASSERT_NE(kernel.one, nullptr);
@@ -153,7 +154,7 @@ int64_t odd_length(DType type) {
 std::vector<uint8_t> weight_rows(DType type, int64_t n, int64_t n_weight_rows, test::QuantRandom& random) {
   std::vector<uint8_t> rows;
   for (int64_t i = 0; i < n_weight_rows; ++i) {
-    const std::vector<uint8_t> row = quantize_with(type, random.row(n));
+    const std::vector<uint8_t> row = test::random_weight_row(type, n, random);
     rows.insert(rows.end(), row.begin(), row.end());
   }
   return rows;
@@ -251,7 +252,7 @@ TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
     }
   }
   if (avx2_supported()) {
-    EXPECT_GE(n_types_with_panels, 7);  // every quantized type but q6_K
+    EXPECT_GE(n_types_with_panels, 10);  // every quantized type but q6_K, q2_K, q3_K, iq4_xs and tq2_0
   }
 }
 
@@ -494,7 +495,12 @@ TEST_P(VnniMatchesAvx2, FloatTypesAndQuantizersAreAvx2s) {
   for (DType act_type : {DType::f32, DType::q8_0, DType::q8_1, DType::q8_k}) {
     EXPECT_EQ(quantize_row_fn(isa, act_type), avx2::quantize_row_fn(act_type)) << tensor::dtype_name(act_type);
   }
-  EXPECT_EQ(vec_dot_kernel(isa, DType::q2_k).one, nullptr);
+  // The read-only types have no VNNI kernels of their own yet: the AVX2 ones serve every flavour.
+  for (DType type : kReadOnlyTypes) {
+    EXPECT_EQ(vec_dot_kernel(isa, type).one, avx2::vec_dot_kernel(type).one) << tensor::dtype_name(type);
+    EXPECT_EQ(vec_dot_kernel(isa, type).tile, avx2::vec_dot_kernel(type).tile) << tensor::dtype_name(type);
+  }
+  EXPECT_EQ(vec_dot_kernel(isa, DType::iq2_xxs).one, nullptr);
 }
 
 // Test names cannot hold a '-'.
@@ -529,7 +535,8 @@ TEST(VecDot, DispatchPicksOneOfTheTables) {
     const DType act_type = tensor::dtype_traits(type).vec_dot_type;
     EXPECT_NE(quantize_row_fn(act_type), nullptr) << tensor::dtype_name(act_type);
   }
-  EXPECT_EQ(vec_dot_fn(DType::q2_k), nullptr);
+  EXPECT_EQ(vec_dot_fn(DType::iq2_xxs), nullptr);
+  EXPECT_FALSE(tensor::is_supported_weight_type(DType::iq2_xxs));
   EXPECT_EQ(vec_dot_fn(DType::q8_k), nullptr);
 }
 

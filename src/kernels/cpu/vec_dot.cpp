@@ -183,6 +183,128 @@ float dot_q6_k(int64_t n, const void* weight, const void* activation) {
   return sum;
 }
 
+// ---- read-only types ----
+
+// iq4_nl / mxfp4: blocks of 32 whose nibbles index a table of levels; mxfp4's scale is a power of two.
+float dot_iq4_nl(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockIQ4NL*>(weight);
+  const auto* a = static_cast<const q::BlockQ8_0*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    int dot = 0;
+    for (int j = 0; j < 16; ++j) {
+      dot += q::kIq4NlLevels[w[b].qs[j] & 15] * a[b].qs[j];
+      dot += q::kIq4NlLevels[w[b].qs[j] >> 4] * a[b].qs[j + 16];
+    }
+    sum += (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) * static_cast<float>(dot);
+  }
+  return sum;
+}
+
+float dot_mxfp4(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockMXFP4*>(weight);
+  const auto* a = static_cast<const q::BlockQ8_0*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    int dot = 0;
+    for (int j = 0; j < 16; ++j) {
+      dot += q::kMxfp4Levels[w[b].qs[j] & 15] * a[b].qs[j];
+      dot += q::kMxfp4Levels[w[b].qs[j] >> 4] * a[b].qs[j + 16];
+    }
+    sum += (q::e8m0_half_to_fp32(w[b].e) * fp16_to_fp32(a[b].d)) * static_cast<float>(dot);
+  }
+  return sum;
+}
+
+// Level v (0..3) of a q2_K / q3_K / tq2_0 super-block: bits 2k, 2k + 1 of qs[32h + l] (layout in blocks.h).
+inline int two_bits(const uint8_t* qs, int v) {
+  return (qs[32 * (v / 128) + v % 32] >> (2 * ((v % 128) / 32))) & 3;
+}
+
+// q2_K: sum over groups g of d sc_g sum(q qa) - dmin m_g bsum_g, everything times d_a.
+float dot_q2_k(int64_t n, const void* weight, const void* activation) {
+  const auto* w = static_cast<const q::BlockQ2K*>(weight);
+  const auto* a = static_cast<const q::BlockQ8K*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+    int scaled_dot = 0;
+    int scaled_min = 0;
+    for (int g = 0; g < 16; ++g) {
+      int dot = 0;
+      for (int v = 16 * g; v < 16 * g + 16; ++v) dot += two_bits(w[b].qs, v) * a[b].qs[v];
+      scaled_dot += (w[b].scales[g] & 15) * dot;
+      scaled_min += (w[b].scales[g] >> 4) * a[b].bsums[g];
+    }
+    sum += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(scaled_dot);
+    sum -= (fp16_to_fp32(w[b].dmin) * a[b].d) * static_cast<float>(scaled_min);
+  }
+  return sum;
+}
+
+// The symmetric super-block types: S = sum of (signed) scale * level * qa, exact; sum += (d_w d_a) S.
+template <typename Block, typename SuperBlockSum>
+float dot_k_symmetric(int64_t n, const void* weight, const void* activation, SuperBlockSum super_block_sum) {
+  const auto* w = static_cast<const Block*>(weight);
+  const auto* a = static_cast<const q::BlockQ8K*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+    sum += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(super_block_sum(w[b], a[b].qs));
+  }
+  return sum;
+}
+
+float dot_q3_k(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockQ3K>(n, weight, activation, [](const q::BlockQ3K& block, const int8_t* qa) {
+    int total = 0;
+    for (int g = 0; g < 16; ++g) {
+      int dot = 0;
+      for (int v = 16 * g; v < 16 * g + 16; ++v) {
+        const int high_bit = (block.hmask[v % 32] >> (v / 32)) & 1;
+        dot += (two_bits(block.qs, v) - (high_bit != 0 ? 0 : 4)) * qa[v];
+      }
+      total += q::q3_k_scale(block.scales, g) * dot;
+    }
+    return total;
+  });
+}
+
+float dot_iq4_xs(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ4XS>(n, weight, activation, [](const q::BlockIQ4XS& block, const int8_t* qa) {
+    int total = 0;
+    for (int j = 0; j < 8; ++j) {
+      int dot = 0;
+      for (int i = 0; i < 16; ++i) {
+        dot += q::kIq4NlLevels[block.qs[16 * j + i] & 15] * qa[32 * j + i];
+        dot += q::kIq4NlLevels[block.qs[16 * j + i] >> 4] * qa[32 * j + 16 + i];
+      }
+      total += q::iq4_xs_scale(block, j) * dot;
+    }
+    return total;
+  });
+}
+
+float dot_tq1_0(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockTQ1_0>(n, weight, activation, [](const q::BlockTQ1_0& block, const int8_t* qa) {
+    int total = 0;
+    for (int k = 0; k < 5; ++k) {
+      for (int l = 0; l < 32; ++l) total += (q::tq1_0_digit(block.qs[l], k) - 1) * qa[32 * k + l];
+      for (int l = 0; l < 16; ++l) total += (q::tq1_0_digit(block.qs[32 + l], k) - 1) * qa[160 + 16 * k + l];
+    }
+    for (int k = 0; k < 4; ++k) {
+      for (int l = 0; l < 4; ++l) total += (q::tq1_0_digit(block.qh[l], k) - 1) * qa[240 + 4 * k + l];
+    }
+    return total;
+  });
+}
+
+float dot_tq2_0(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockTQ2_0>(n, weight, activation, [](const q::BlockTQ2_0& block, const int8_t* qa) {
+    int total = 0;
+    for (int v = 0; v < q::kBlockK; ++v) total += (two_bits(block.qs, v) - 1) * qa[v];
+    return total;
+  });
+}
+
 template <VecDotFn kOne>
 void tile_by_one(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
                  const void* activations, size_t activation_row_bytes, int64_t n_act_rows, float* out,
@@ -221,6 +343,13 @@ VecDotKernel vec_dot_kernel(DType weight_type) {
     case DType::q4_k: return make_kernel<dot_k_affine<false, q::BlockQ4K>>();
     case DType::q5_k: return make_kernel<dot_k_affine<true, q::BlockQ5K>>();
     case DType::q6_k: return make_kernel<dot_q6_k>();
+    case DType::q2_k: return make_kernel<dot_q2_k>();
+    case DType::q3_k: return make_kernel<dot_q3_k>();
+    case DType::iq4_nl: return make_kernel<dot_iq4_nl>();
+    case DType::iq4_xs: return make_kernel<dot_iq4_xs>();
+    case DType::tq1_0: return make_kernel<dot_tq1_0>();
+    case DType::tq2_0: return make_kernel<dot_tq2_0>();
+    case DType::mxfp4: return make_kernel<dot_mxfp4>();
     default: return {};
   }
 }

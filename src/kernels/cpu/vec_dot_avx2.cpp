@@ -90,6 +90,40 @@ struct UnpackQ5_1 {
   }
 };
 
+struct UnpackIQ4NL {
+  using Block = q::BlockIQ4NL;
+  static constexpr bool kSigned = true;
+  static REWIND_INLINE __m256i values(const Block& w) { return lookup_levels(q::kIq4NlLevels, w.qs); }
+};
+struct UnpackMXFP4 {
+  using Block = q::BlockMXFP4;
+  static constexpr bool kSigned = true;
+  static REWIND_INLINE __m256i values(const Block& w) { return lookup_levels(q::kMxfp4Levels, w.qs); }
+  // The e8m0 scales of blocks 0 .. count - 1 halved, 2^(e - 128), as floats (e < 2: subnormal); lanes from
+  // count on are 0.
+  static REWIND_INLINE __m256 scales(const Block* w, int count) {
+    alignas(32) int32_t e[8] = {};
+    for (int j = 0; j < count; ++j) e[j] = w[j].e;
+    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(e));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(x, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), x);
+    const __m256i bits = _mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), x));
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_castsi256_ps(_mm256_and_si256(bits, live));
+  }
+};
+
+// The weight scales of blocks 0 .. count - 1 as floats, 0 from lane count on: the fp16 d of most types, or the
+// unpacker's own (mxfp4).
+template <typename Unpack>
+REWIND_INLINE __m256 weight_scales(const typename Unpack::Block* w, int count) {
+  if constexpr (requires { Unpack::scales(w, count); }) {
+    return Unpack::scales(w, count);
+  } else {
+    return gather_halves(&w->d, sizeof(typename Unpack::Block), count);
+  }
+}
+
 template <typename Unpack>
 struct DotBlock32 {
   static constexpr bool kAffine = !Unpack::kSigned;  // q4_1 / q5_1 carry a min and pair with q8_1
@@ -113,7 +147,7 @@ struct DotBlock32 {
 
   // Blocks b0 .. b0 + count - 1 into chains 0 .. count - 1 (vec_dot_avx2.h); count is 8 except at the end.
   static REWIND_INLINE __m256 group(const Block* w, const ActBlock* a, int64_t b0, int count, __m256 chains) {
-    const __m256 scales = _mm256_mul_ps(gather_halves(&w[b0].d, sizeof(Block), count),
+    const __m256 scales = _mm256_mul_ps(weight_scales<Unpack>(w + b0, count),
                                         gather_halves(&a[b0].d, sizeof(ActBlock), count));
     __m256 next = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_dots(w, a, b0, count)), scales, chains);
     if constexpr (kAffine) {
@@ -183,9 +217,9 @@ struct DotBlock32 {
                                        __m256 (&chains)[NA]) {
     __m256i dots[NA];
     group_dots_rows(w, a, b0, count, dots);
-    const __m256 weight_scales = gather_halves(&w[b0].d, sizeof(Block), count);
+    const __m256 block_scales = weight_scales<Unpack>(w + b0, count);
     for (int r = 0; r < NA; ++r) {
-      const __m256 scales = _mm256_mul_ps(weight_scales, gather_halves(&a[r][b0].d, sizeof(ActBlock), count));
+      const __m256 scales = _mm256_mul_ps(block_scales, gather_halves(&a[r][b0].d, sizeof(ActBlock), count));
       chains[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), scales, chains[r]);
     }
     if constexpr (kAffine) {
@@ -370,6 +404,250 @@ struct DotQ6K {
       sums<NA>(w[b], a, sum);
       for (int r = 0; r < NA; ++r) {
         acc[r] = _mm_fmadd_ss(_mm_cvtepi32_ps(hsum_i32(sum[r])), _mm_set_ss(half_to_float(w[b].d) * a[r]->d), acc[r]);
+      }
+    }
+    for (int r = 0; r < NA; ++r) out[r * out_stride] = _mm_cvtss_f32(acc[r]);
+  }
+
+  static float one(int64_t n, const void* weight, const void* activation) {
+    float out;
+    rows<1>(n, weight, static_cast<const uint8_t*>(activation), 0, &out, 1);
+    return out;
+  }
+};
+
+// ---- read-only super-block types against q8_K ----
+//
+// Each type's Sums::sums<NA> unpacks a super-block once for NA activation rows and leaves per row int32 lanes
+// whose total is S (and for q2_K, N, the min term); the float part is q6_K's (q4_K's with a min), so a row's
+// result depends on its own blocks only.
+
+// Int16 lane pairs for _mm256_shuffle_epi8 that broadcast scale 2k of a 128-bit lane of 8 int16 scales over the
+// low 128-bit lane and scale 2k + 1 over the high one: the scales of groups 2k and 2k + 1 (16 values each) of
+// 32 consecutive values.
+REWIND_INLINE __m256i pick_scale_pair(int k) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2))),
+                          _mm_set1_epi16(static_cast<short>(((4 * k + 1) << 8) | (4 * k))));
+}
+
+// q2_K: S = sum of sc_g * (levels . qa) over the 16 groups, N = sum of m_g * bsum_g.
+struct SumsQ2K {
+  using Block = q::BlockQ2K;
+  template <int NA>
+  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA],
+                                 __m256i (&min_sum)[NA]) {
+    const __m128i packed_scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
+    const __m128i scales8 = _mm_and_si128(packed_scales, _mm_set1_epi8(0x0F));
+    const __m128i mins8 = _mm_and_si128(_mm_srli_epi16(packed_scales, 4), _mm_set1_epi8(0x0F));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(mins8);
+    for (int r = 0; r < NA; ++r) {
+      sum[r] = _mm256_setzero_si256();
+      min_sum[r] = _mm256_madd_epi16(load256(a[r]->bsums), mins16);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i half_scales =
+          _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(h == 0 ? scales8 : _mm_srli_si128(scales8, 8)));
+      const __m256i packed = load256(w.qs + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i levels = two_bit_levels(packed, k);
+        const __m256i scale = _mm256_shuffle_epi8(half_scales, pick_scale_pair(k));
+        for (int r = 0; r < NA; ++r) {
+          const __m256i p = _mm256_maddubs_epi16(levels, load256(a[r]->qs + 128 * h + 32 * k));
+          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale));
+        }
+      }
+    }
+  }
+};
+
+// q3_K: levels are (q2 | hbit << 2) - 4; the -4 is taken out with the bsums: S = sum sc_g (u . qa)
+// - 4 sum sc_g bsum_g, u = q2 | hbit << 2 in 0..7.
+struct SumsQ3K {
+  using Block = q::BlockQ3K;
+  template <int NA>
+  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
+    // The 16 scales as bytes (layout in blocks.h): low nibbles from bytes 0..7, high 2 bits from bytes 8..11.
+    uint32_t word[3];
+    std::memcpy(word, w.scales, sizeof(word));
+    const uint32_t low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+    const __m128i unsigned_scales = _mm_setr_epi32(
+        static_cast<int>((word[0] & low4) | ((word[2] & low2) << 4)),
+        static_cast<int>((word[1] & low4) | (((word[2] >> 2) & low2) << 4)),
+        static_cast<int>(((word[0] >> 4) & low4) | (((word[2] >> 4) & low2) << 4)),
+        static_cast<int>(((word[1] >> 4) & low4) | (((word[2] >> 6) & low2) << 4)));
+    const __m128i scales8 = _mm_sub_epi8(unsigned_scales, _mm_set1_epi8(32));
+    const __m256i scales16 = _mm256_cvtepi8_epi16(scales8);
+    for (int r = 0; r < NA; ++r) {
+      sum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                _mm256_slli_epi32(_mm256_madd_epi16(load256(a[r]->bsums), scales16), 2));
+    }
+    const __m256i hmask = load256(w.hmask);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i half_scales =
+          _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? scales8 : _mm_srli_si128(scales8, 8)));
+      const __m256i packed = load256(w.qs + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        // bit 4h + k of hmask[l] is the high bit of value 128h + 32k + l
+        const __m256i high = _mm256_slli_epi16(
+            _mm256_and_si256(_mm256_srli_epi16(hmask, 4 * h + k), _mm256_set1_epi8(1)), 2);
+        const __m256i levels = _mm256_or_si256(two_bit_levels(packed, k), high);
+        const __m256i scale = _mm256_shuffle_epi8(half_scales, pick_scale_pair(k));
+        for (int r = 0; r < NA; ++r) {
+          const __m256i p = _mm256_maddubs_epi16(levels, load256(a[r]->qs + 128 * h + 32 * k));
+          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale));
+        }
+      }
+    }
+  }
+};
+
+// iq4_xs: S = sum over sub-blocks j of (ls_j - 32) * (levels . qa); levels are signed, so their sign moves onto
+// the activations as in the symmetric blocks of 32. Sub-blocks go in pairs: the 32 bytes of qs for sub-blocks
+// 2c and 2c + 1 hold, in their low nibbles, values 0..15 of each, in their high nibbles values 16..31; a
+// cross-lane permute of the two looked-up vectors puts each sub-block's 32 values in order in one vector.
+struct SumsIQ4XS {
+  using Block = q::BlockIQ4XS;
+  template <int NA>
+  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q::kIq4NlLevels)));
+    const __m256i low_nibble = _mm256_set1_epi8(0x0F);
+    uint32_t scales_low;
+    std::memcpy(&scales_low, w.scales_l, sizeof(scales_low));
+    const uint32_t scales_high = w.scales_h;
+    auto scale_of = [&](int j) REWIND_INLINE_LAMBDA {
+      const int scale = static_cast<int>(((scales_low >> (4 * j)) & 15) | (((scales_high >> (2 * j)) & 3) << 4)) - 32;
+      return _mm256_set1_epi16(static_cast<short>(scale));
+    };
+    for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed = load256(w.qs + 32 * c);
+      const __m256i lows = _mm256_shuffle_epi8(table, _mm256_and_si256(packed, low_nibble));
+      const __m256i highs = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble));
+      const __m256i levels[2] = {_mm256_permute2x128_si256(lows, highs, 0x20),
+                                 _mm256_permute2x128_si256(lows, highs, 0x31)};
+#pragma GCC unroll 2
+      for (int s = 0; s < 2; ++s) {
+        const __m256i scale16 = scale_of(2 * c + s);
+        const __m256i magnitudes = _mm256_sign_epi8(levels[s], levels[s]);
+        for (int r = 0; r < NA; ++r) {
+          const __m256i act = _mm256_sign_epi8(load256(a[r]->qs + 64 * c + 32 * s), levels[s]);
+          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitudes, act), scale16));
+        }
+      }
+    }
+  }
+};
+
+// The ternary types: S = sum t . qa - sum qa (t in 0..2 stored, t - 1 meant), the second from the bsums. The
+// maddubs pairs (at most 2 * 2 * 127 for tq1_0, 2 * 3 * 127 for tq2_0) add up in int16 over a few vectors
+// before one madd.
+template <int NA>
+REWIND_INLINE void start_with_minus_sum(const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
+  for (int r = 0; r < NA; ++r) {
+    sum[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(load256(a[r]->bsums), _mm256_set1_epi16(1)));
+  }
+}
+
+struct SumsTQ2_0 {
+  using Block = q::BlockTQ2_0;
+  template <int NA>
+  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
+    start_with_minus_sum(a, sum);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i packed = load256(w.qs + 32 * h);
+      __m256i pairs[NA];
+      for (int r = 0; r < NA; ++r) pairs[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i levels = two_bit_levels(packed, k);
+        for (int r = 0; r < NA; ++r) {
+          pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(levels, load256(a[r]->qs + 128 * h + 32 * k)));
+        }
+      }
+      for (int r = 0; r < NA; ++r) sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(pairs[r], _mm256_set1_epi16(1)));
+    }
+  }
+};
+
+// tq1_0: eight vectors of 32 digits, vector i against qa[32i ..] (tq1_0_digits).
+struct SumsTQ1_0 {
+  using Block = q::BlockTQ1_0;
+  template <int NA>
+  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
+    start_with_minus_sum(a, sum);
+    __m256i pairs[NA];
+    for (int r = 0; r < NA; ++r) pairs[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const __m256i digits = tq1_0_digits(w.qs, w.qh, i);
+      for (int r = 0; r < NA; ++r) {
+        pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(digits, load256(a[r]->qs + 32 * i)));
+      }
+    }
+    for (int r = 0; r < NA; ++r) sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(pairs[r], _mm256_set1_epi16(1)));
+  }
+};
+
+// acc = fma(float(S), f(d_w) * d_a, acc) per super-block (q6_K's float part).
+template <typename Sums>
+struct DotKSymmetric {
+  using Block = typename Sums::Block;
+  static constexpr int kMaxRows = kMaxKRows;
+
+  template <int NA>
+  static void rows(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, float* out,
+                   int64_t out_stride) {
+    const auto* w = static_cast<const Block*>(weight);
+    __m128 acc[NA];
+    for (int r = 0; r < NA; ++r) acc[r] = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      const q::BlockQ8K* a[NA];
+      for (int r = 0; r < NA; ++r) a[r] = reinterpret_cast<const q::BlockQ8K*>(act + r * act_row_bytes) + b;
+      __m256i sum[NA];
+      Sums::template sums<NA>(w[b], a, sum);
+      for (int r = 0; r < NA; ++r) {
+        acc[r] = _mm_fmadd_ss(_mm_cvtepi32_ps(hsum_i32(sum[r])), _mm_set_ss(half_to_float(w[b].d) * a[r]->d), acc[r]);
+      }
+    }
+    for (int r = 0; r < NA; ++r) out[r * out_stride] = _mm_cvtss_f32(acc[r]);
+  }
+
+  static float one(int64_t n, const void* weight, const void* activation) {
+    float out;
+    rows<1>(n, weight, static_cast<const uint8_t*>(activation), 0, &out, 1);
+    return out;
+  }
+};
+
+// acc = fma(float(S), f(d_w) * d_a, acc), then acc = fnma(float(N), f(dmin_w) * d_a, acc) (q4_K's float part).
+template <typename Sums>
+struct DotKWithMins {
+  using Block = typename Sums::Block;
+  static constexpr int kMaxRows = kMaxKRows;
+
+  template <int NA>
+  static void rows(int64_t n, const void* weight, const uint8_t* act, size_t act_row_bytes, float* out,
+                   int64_t out_stride) {
+    const auto* w = static_cast<const Block*>(weight);
+    const __m256i zero = _mm256_setzero_si256();
+    __m128 acc[NA];
+    for (int r = 0; r < NA; ++r) acc[r] = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      const q::BlockQ8K* a[NA];
+      for (int r = 0; r < NA; ++r) a[r] = reinterpret_cast<const q::BlockQ8K*>(act + r * act_row_bytes) + b;
+      __m256i sum[NA], min_sum[NA];
+      Sums::template sums<NA>(w[b], a, sum, min_sum);
+      for (int r = 0; r < NA; ++r) {
+        const __m128 totals = _mm_cvtepi32_ps(sum4(sum[r], min_sum[r], zero, zero));  // lane 0 = S, lane 1 = N
+        acc[r] = _mm_fmadd_ss(totals, _mm_set_ss(half_to_float(w[b].d) * a[r]->d), acc[r]);
+        acc[r] = _mm_fnmadd_ss(_mm_movehdup_ps(totals), _mm_set_ss(half_to_float(w[b].dmin) * a[r]->d), acc[r]);
       }
     }
     for (int r = 0; r < NA; ++r) out[r * out_stride] = _mm_cvtss_f32(acc[r]);
@@ -691,6 +969,13 @@ VecDotKernel vec_dot_kernel(DType weight_type) {
     case DType::q4_k: return make_quant_kernel<DotKAffine<false, q::BlockQ4K>>(weight_type);
     case DType::q5_k: return make_quant_kernel<DotKAffine<true, q::BlockQ5K>>(weight_type);
     case DType::q6_k: return make_quant_kernel<DotQ6K>(weight_type);
+    case DType::q2_k: return make_quant_kernel<DotKWithMins<SumsQ2K>>(weight_type);
+    case DType::q3_k: return make_quant_kernel<DotKSymmetric<SumsQ3K>>(weight_type);
+    case DType::iq4_nl: return make_quant_kernel<DotBlock32<UnpackIQ4NL>>(weight_type);
+    case DType::iq4_xs: return make_quant_kernel<DotKSymmetric<SumsIQ4XS>>(weight_type);
+    case DType::tq1_0: return make_quant_kernel<DotKSymmetric<SumsTQ1_0>>(weight_type);
+    case DType::tq2_0: return make_quant_kernel<DotKSymmetric<SumsTQ2_0>>(weight_type);
+    case DType::mxfp4: return make_quant_kernel<DotBlock32<UnpackMXFP4>>(weight_type);
     default: return {};
   }
 }

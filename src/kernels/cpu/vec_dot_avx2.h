@@ -6,13 +6,15 @@
 //
 // Per output (weight row w, activation row a), the integer part is exact and may be computed any way; the
 // float part is fixed:
-//   blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0): D_b = the int32 dot of block b, s_b = f(d_w) * f(d_a);
+//   blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4): D_b = the int32 dot of block b,
+//     s_b = f(d_w) * f(d_a) (mxfp4: 2^(e - 128) * f(d_a), its levels doubled);
 //     eight chains, block b going to chain k = b % 8: P[k] = fma(float(D_b), s_b, P[k]), then for q4_1 / q5_1
 //     P[k] = fma(f(m_w), f(s_a), P[k]); result = sum_chains(P). One row keeps the chains in the lanes of one
 //     vector (8 consecutive blocks per FMA); a panel keeps one vector per chain (lanes are activation rows).
-//   q4_K / q5_K: per super-block, S = sum over sub-blocks of scale * dot, N = sum of min * (sum of qa);
+//   q4_K / q5_K / q2_K: per super-block, S = sum over sub-blocks of scale * dot, N = sum of min * (sum of qa);
 //     acc = fma(float(S), f(d_w) * d_a, acc), then acc = fnma(float(N), f(dmin_w) * d_a, acc).
-//   q6_K: S = sum over groups of scale * dot of (q - 32) with qa; acc = fma(float(S), f(d_w) * d_a, acc).
+//   q6_K, q3_K, iq4_xs, tq1_0, tq2_0: S = sum over groups of scale * dot of the signed levels with qa (scale 1
+//     for the ternary types); acc = fma(float(S), f(d_w) * d_a, acc).
 // f() is the fp16-to-float conversion, float() the round-to-nearest int32 conversion; accumulators start at +0.
 #pragma once
 
@@ -93,6 +95,58 @@ REWIND_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Lane j = the signed level that nibble j of a 32-value block (layout as unpack_nibbles) indexes in levels
+// (iq4_nl, mxfp4).
+REWIND_INLINE __m256i lookup_levels(const int8_t (&levels)[16], const uint8_t* qs) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
+  return _mm256_shuffle_epi8(table, unpack_nibbles(qs));
+}
+
+// Half an mxfp4 block's e8m0 scale, 2^(e - 128), as a float (e < 2: subnormal); tensor/quant/blocks.h's
+// e8m0_half_to_fp32, kept here so that no copy of it is compiled with AVX2.
+REWIND_INLINE float e8m0_half_to_float(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// Lanes = the 2-bit levels k (0..3) of 32 bytes: bits 2k, 2k + 1 of each.
+REWIND_INLINE __m256i two_bit_levels(__m256i packed, int k) {
+  return _mm256_and_si256(_mm256_srli_epi16(packed, 2 * k), _mm256_set1_epi8(3));
+}
+
+// The base-3 digit of each byte x that powers (int16 lanes, the same for both bytes of a lane; 3^k for digit k)
+// selects: ((uint8_t)(x * 3^k) * 3) >> 8. Even and odd bytes are multiplied apart so that no carry crosses a byte.
+REWIND_INLINE __m256i ternary_digits(__m256i bytes, __m256i powers) {
+  const __m256i low_byte = _mm256_set1_epi16(0x00FF);
+  const __m256i three = _mm256_set1_epi16(3);
+  const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(bytes, low_byte), powers), low_byte);
+  const __m256i even_digits = _mm256_srli_epi16(_mm256_mullo_epi16(even, three), 8);
+  const __m256i odd = _mm256_mullo_epi16(_mm256_andnot_si256(low_byte, bytes), powers);  // (x 3^k mod 256) << 8
+  const __m256i odd_digits = _mm256_mulhi_epu16(odd, three);                            // its digit, low byte
+  return _mm256_or_si256(even_digits, _mm256_slli_epi16(odd_digits, 8));
+}
+
+// Vector i (0..7) of the digits of a tq1_0 super-block, values 32i .. 32i + 31 in order (layout in
+// tensor/quant/blocks.h): digits 0..4 of qs[0..31] (i = 0..4), digits 0 and 1, then 2 and 3, of qs[32..47] (one
+// per 128-bit lane; i = 5, 6), and digit 4 of qs[32..47] beside digits 0..3 of qh[0..3] (i = 7).
+REWIND_INLINE __m256i tq1_0_digits(const uint8_t* qs, const uint8_t* qh, int i) {
+  if (i < 5) {
+    static constexpr short kPowers[5] = {1, 3, 9, 27, 81};
+    return ternary_digits(load256(qs), _mm256_set1_epi16(kPowers[i]));
+  }
+  const __m128i second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32));
+  if (i == 5) {
+    return ternary_digits(_mm256_broadcastsi128_si256(second), _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(1)));
+  }
+  if (i == 6) {
+    return ternary_digits(_mm256_broadcastsi128_si256(second), _mm256_set_m128i(_mm_set1_epi16(27), _mm_set1_epi16(9)));
+  }
+  return ternary_digits(_mm256_set_m128i(broadcast_u32_128(qh), second),
+                        _mm256_set_m128i(_mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27), _mm_set1_epi16(81)));
 }
 
 // The fp16 field at `first` and at the same offset of the next count - 1 <= 7 blocks (stride bytes apart) as

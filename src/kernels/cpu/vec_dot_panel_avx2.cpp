@@ -234,15 +234,37 @@ void panel_dot_nibbles(int64_t n, const void* weights, size_t weight_row_bytes, 
       });
 }
 
-// ---- q8_0 against PanelQ8_0Wide ----
+// ---- q8_0, iq4_nl, mxfp4 against PanelQ8_0Wide ----
 //
 // Per chunk of 4 values: the weight word, broadcast and widened, is (w0, w1), (w2, w3) four times; madd with
 // each half of the chunk gives every row two int32 partial sums, which one hadd per block joins. Two weight
-// rows share each load of the (int16, so twice as large) panel.
+// rows share each load of the (int16, so twice as large) panel. q8_0 is read in place; iq4_nl and mxfp4 look
+// their 32 levels up once per block into a buffer the chunks are then read from.
+
+struct WideQ8_0 {
+  using Block = q::BlockQ8_0;
+  static REWIND_INLINE const int8_t* values(const Block& w, int8_t*) { return w.qs; }
+  static REWIND_INLINE float scale(const Block& w) { return half_to_float(w.d); }
+};
+struct WideIQ4NL {
+  using Block = q::BlockIQ4NL;
+  static REWIND_INLINE const int8_t* values(const Block& w, int8_t* buffer) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(buffer), lookup_levels(q::kIq4NlLevels, w.qs));
+    return buffer;
+  }
+  static REWIND_INLINE float scale(const Block& w) { return half_to_float(w.d); }
+};
+struct WideMXFP4 {
+  using Block = q::BlockMXFP4;
+  static REWIND_INLINE const int8_t* values(const Block& w, int8_t* buffer) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(buffer), lookup_levels(q::kMxfp4Levels, w.qs));
+    return buffer;
+  }
+  static REWIND_INLINE float scale(const Block& w) { return e8m0_half_to_float(w.e); }
+};
 
 template <int NW>
-REWIND_INLINE void q8_0_block_dots(const q::BlockQ8_0* const (&w)[NW], int64_t b, const PanelQ8_0Wide& a,
-                                   __m256i (&dots)[NW]) {
+REWIND_INLINE void wide_block_dots(const int8_t* const (&values)[NW], const PanelQ8_0Wide& a, __m256i (&dots)[NW]) {
   __m256i low[NW], high[NW];  // rows 0..3, rows 4..7
   for (int i = 0; i < NW; ++i) low[i] = high[i] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -254,7 +276,7 @@ REWIND_INLINE void q8_0_block_dots(const q::BlockQ8_0* const (&w)[NW], int64_t b
       keep_in_register(act_high);
     }
     for (int i = 0; i < NW; ++i) {
-      const __m256i pairs = _mm256_cvtepi8_epi16(broadcast_u32_128(w[i][b].qs + 4 * k));
+      const __m256i pairs = _mm256_cvtepi8_epi16(broadcast_u32_128(values[i] + 4 * k));
       low[i] = _mm256_add_epi32(low[i], _mm256_madd_epi16(pairs, act_low));
       high[i] = _mm256_add_epi32(high[i], _mm256_madd_epi16(pairs, act_high));
       keep_in_register(low[i]);
@@ -266,21 +288,26 @@ REWIND_INLINE void q8_0_block_dots(const q::BlockQ8_0* const (&w)[NW], int64_t b
   for (int i = 0; i < NW; ++i) dots[i] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(low[i], high[i]), order);
 }
 
-template <int NW>
-REWIND_INLINE void panel_dot_q8_0_rows(int64_t n, const uint8_t* weights, size_t weight_row_bytes,
+template <typename Type, int NW>
+REWIND_INLINE void panel_dot_wide_rows(int64_t n, const uint8_t* weights, size_t weight_row_bytes,
                                        const PanelQ8_0Wide* a, int64_t n_rows, float* out, int64_t out_stride) {
-  const q::BlockQ8_0* w[NW];
-  for (int i = 0; i < NW; ++i) w[i] = row_at<q::BlockQ8_0>(weights, weight_row_bytes, i);
+  using Block = typename Type::Block;
+  const Block* w[NW];
+  for (int i = 0; i < NW; ++i) w[i] = row_at<Block>(weights, weight_row_bytes, i);
   const int64_t n_blocks = n / q::kBlock32;
   __m256 chains[NW][8];
   for (int i = 0; i < NW; ++i) {
     for (__m256& chain : chains[i]) chain = _mm256_setzero_ps();
   }
+  alignas(32) int8_t buffers[NW][q::kBlock32];
   auto step = [&](int64_t b, int j) REWIND_INLINE_LAMBDA {
+    const int8_t* values[NW];
+    for (int i = 0; i < NW; ++i) values[i] = Type::values(w[i][b], buffers[i]);
     __m256i dots[NW];
-    q8_0_block_dots(w, b, a[b], dots);
+    wide_block_dots(values, a[b], dots);
     for (int i = 0; i < NW; ++i) {
-      chains[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]), row_scales(w[i][b].d, a[b].d), chains[i][j]);
+      const __m256 scales = _mm256_mul_ps(_mm256_set1_ps(Type::scale(w[i][b])), _mm256_loadu_ps(a[b].d));
+      chains[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]), scales, chains[i][j]);
     }
   };
   int64_t b0 = 0;
@@ -295,18 +322,19 @@ REWIND_INLINE void panel_dot_q8_0_rows(int64_t n, const uint8_t* weights, size_t
   for (int i = 0; i < NW; ++i) store_rows(sum_chains(chains[i]), n_rows, out + i, out_stride);
 }
 
-void panel_dot_q8_0(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+template <typename Type>
+void panel_dot_wide(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
                     const void* panel, int64_t n_rows, float* out, int64_t out_stride) {
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* a = static_cast<const PanelQ8_0Wide*>(panel);
   int64_t i = 0;
   for (; i + 2 <= n_weight_rows; i += 2) {
-    panel_dot_q8_0_rows<2>(n, w + static_cast<size_t>(i) * weight_row_bytes, weight_row_bytes, a, n_rows, out + i,
-                           out_stride);
+    panel_dot_wide_rows<Type, 2>(n, w + static_cast<size_t>(i) * weight_row_bytes, weight_row_bytes, a, n_rows,
+                                 out + i, out_stride);
   }
   if (i < n_weight_rows) {
-    panel_dot_q8_0_rows<1>(n, w + static_cast<size_t>(i) * weight_row_bytes, weight_row_bytes, a, n_rows, out + i,
-                           out_stride);
+    panel_dot_wide_rows<Type, 1>(n, w + static_cast<size_t>(i) * weight_row_bytes, weight_row_bytes, a, n_rows,
+                                 out + i, out_stride);
   }
 }
 
@@ -380,6 +408,39 @@ void panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row_bytes,
   }
 }
 
+// ---- tq1_0 against PanelQ8K ----
+//
+// The base-3 digits of a tq1_0 super-block cost more to decode than a tile shares over its 4 rows; a panel
+// decodes them once per weight row for 8 rows, into a buffer in value order, from which each chunk of 4 is
+// broadcast against the panel's chunk of 8 rows. Digits are 0..2, so the maddubs pairs (at most 2 * 2 * 127)
+// of all 64 chunks sum in int16; S = that sum - the rows' sum of activations (the digits mean t - 1), as the
+// one-row kernel's S exactly.
+void panel_dot_tq1_0(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                     const void* panel, int64_t n_rows, float* out, int64_t out_stride) {
+  const auto* a = static_cast<const PanelQ8K*>(panel);
+  alignas(32) uint8_t digits[q::kBlockK];
+  for (int64_t i = 0; i < n_weight_rows; ++i) {
+    const auto* w = row_at<q::BlockTQ1_0>(weights, weight_row_bytes, i);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(digits + 32 * v), tq1_0_digits(w[b].qs, w[b].qh, v));
+      }
+      __m256i sum16 = _mm256_setzero_si256();
+#pragma GCC unroll 16
+      for (int k = 0; k < q::kBlockK / 4; ++k) {
+        sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(broadcast_u32(digits + 4 * k), load256(a[b].qs[k])));
+      }
+      __m256i sum = _mm256_madd_epi16(sum16, ones16());
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) sum = _mm256_sub_epi32(sum, _mm256_madd_epi16(load256(a[b].bsums[p]), ones16()));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), row_scales(w[b].d, a[b].d), acc);
+    }
+    store_rows(acc, n_rows, out + i, out_stride);
+  }
+}
+
 template <int kMinRows>
 constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes) {
   return {pack, dot, bytes, kMinRows};
@@ -390,6 +451,12 @@ constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes)
 // min_rows: where a panel (the cost of 8 rows, whatever the count) overtakes the 4-row tiles, measured on Zen 4
 // at n = 768 and 1024; q8_0 in the decode setting (weights streamed from memory, 2 threads), where its tiles
 // keep up with its panel up to 7 rows.
+// iq4_nl / mxfp4, measured on Zen 3 at n = 2048, 1 thread (2 cores shared with other work, so roughly): the
+// 4-row tile costs 0.36 ms per row, a panel 2.5 ms whatever its rows, so only a full panel pays (by ~10%).
+constexpr int kLookupMinRows = 8;
+// tq1_0, the same way: 0.21 ms per row for the 4-row tile, 0.95-1.04 ms for a panel.
+constexpr int kTq1_0MinRows = 5;
+
 PanelKernel panel_kernel(DType weight_type) {
   switch (weight_type) {
     case DType::q4_0:
@@ -401,12 +468,20 @@ PanelKernel panel_kernel(DType weight_type) {
     case DType::q5_1:
       return make<3>(pack_q8_1, panel_dot_nibbles<TypeQ5_1>, panel_bytes<PanelQ8_1, q::kBlock32>);
     case DType::q8_0:
-      return make<8>(pack_q8_0_wide, panel_dot_q8_0, panel_bytes<PanelQ8_0Wide, q::kBlock32>);
+      return make<8>(pack_q8_0_wide, panel_dot_wide<WideQ8_0>, panel_bytes<PanelQ8_0Wide, q::kBlock32>);
+    case DType::iq4_nl:
+      return make<kLookupMinRows>(pack_q8_0_wide, panel_dot_wide<WideIQ4NL>, panel_bytes<PanelQ8_0Wide, q::kBlock32>);
+    case DType::mxfp4:
+      return make<kLookupMinRows>(pack_q8_0_wide, panel_dot_wide<WideMXFP4>, panel_bytes<PanelQ8_0Wide, q::kBlock32>);
     case DType::q4_k:
       return make<5>(pack_q8_k, panel_dot_k_affine<false, q::BlockQ4K>, panel_bytes<PanelQ8K, q::kBlockK>);
     case DType::q5_k:
       return make<9>(pack_q8_k, panel_dot_k_affine<true, q::BlockQ5K>, panel_bytes<PanelQ8K, q::kBlockK>);
-    default: return {};  // q6_K: the 4-row tile of vec_dot_avx2.cpp beats a panel at every row count
+    case DType::tq1_0:
+      return make<kTq1_0MinRows>(pack_q8_k, panel_dot_tq1_0, panel_bytes<PanelQ8K, q::kBlockK>);
+    default: return {};  // q6_K: the 4-row tile of vec_dot_avx2.cpp beats a panel at every row count; so do
+                         // they for q2_K, q3_K and tq2_0 (a panel unpacking their levels once per 8 rows was
+                         // no faster on Zen 3); iq4_xs: none yet
   }
 }
 

@@ -4,6 +4,7 @@
 // Not here: the (de)quantizers (reference.h) and the dot-product kernels (kernels/cpu).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace rwd::tensor::quant {
@@ -96,6 +97,80 @@ struct BlockQ6K {
 };
 static_assert(sizeof(BlockQ6K) == 210);
 
+// Sixteen groups of 16 values, each with a 4-bit scale (low nibble of scales[g]) and a 4-bit min (high nibble):
+// value v = d * (scales[v / 16] & 15) * q2(v) - dmin * (scales[v / 16] >> 4). Two halves h of 128 values use
+// qs[32h .. 32h + 31]: value 128h + 32k + l is bits 2k, 2k + 1 of qs[32h + l] (k = 0..3, l = 0..31).
+struct BlockQ2K {
+  uint8_t scales[kBlockK / 16];
+  uint8_t qs[kBlockK / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2K) == 84);
+
+// Sixteen groups of 16 values with signed 6-bit scales: value v = d * (sc_{v/16} - 32) * (q2(v) - 4 * (1 - hbit(v))).
+// q2(v) as in q2_K (two halves of 128 values over qs[32h ..]); hbit(v) is bit v / 32 of hmask[v % 32], and a
+// clear bit subtracts 4. Scale j (0..15) takes its low 4 bits from scales[j % 8] (low nibble for j < 8, high
+// nibble for j >= 8) and its high 2 bits from bits 2 (j / 4), 2 (j / 4) + 1 of scales[8 + j % 4].
+struct BlockQ3K {
+  uint8_t hmask[kBlockK / 8];
+  uint8_t qs[kBlockK / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3K) == 110);
+
+// The 16 levels of iq4_nl / iq4_xs: a non-uniform 4-bit code, denser near zero, applied as value = d * level.
+inline constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// value[j] = d * kIq4NlLevels[nibble j]; nibbles as in q4_0 (byte i: value i low, value i + 16 high).
+struct BlockIQ4NL {
+  uint16_t d;
+  uint8_t qs[kBlock32 / 2];
+};
+static_assert(sizeof(BlockIQ4NL) == 18);
+
+// Eight sub-blocks of 32 values with signed 6-bit scales: value = d * (ls_j - 32) * kIq4NlLevels[nibble].
+// ls_j = (nibble j % 2 of scales_l[j / 2], low first) | (bits 2j, 2j + 1 of scales_h) << 4. Sub-block j uses
+// qs[16j .. 16j + 15]: value 32j + i is the low nibble of qs[16j + i], value 32j + 16 + i its high nibble.
+struct BlockIQ4XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kBlockK / 64];
+  uint8_t qs[kBlockK / 2];
+};
+static_assert(sizeof(BlockIQ4XS) == 136);
+
+// Ternary weights, value = d * (t - 1) with t in 0..2, five base-3 digits per byte: digit k of a byte x is
+// ((uint8_t)(x * 3^k) * 3) >> 8 (the byte holds the digits as a fixed-point fraction, x = ceil(256 * code / 243),
+// code = sum t_k 3^(4 - k)). qs[0..31] give values 32k + l (digit k of qs[l]), qs[32..47] values 160 + 16k + l
+// (digit k of qs[32 + l]), qh[0..3] values 240 + 4k + l for digits k = 0..3 of qh[l].
+struct BlockTQ1_0 {
+  uint8_t qs[(kBlockK - 4 * kBlockK / 64) / 5];
+  uint8_t qh[kBlockK / 64];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ1_0) == 54);
+
+// Ternary weights at 2 bits: value = d * (q2(v) - 1), q2(v) as in q2_K (a stored 3 gives 2).
+struct BlockTQ2_0 {
+  uint8_t qs[kBlockK / 4];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ2_0) == 66);
+
+// OCP microscaling fp4: 32 e2m1 values sharing a power-of-two scale byte e (e8m0). Stored here as ggml does:
+// the e2m1 values doubled to integers (kMxfp4Levels) and the scale halved, value = 2^(e - 128) * level; nibbles
+// as in q4_0.
+inline constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kBlock32 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
 // Activations for dot products with k-quants: value[j] = d * qs[j]; bsums[g] = sum of qs[16g .. 16g + 15].
 struct BlockQ8K {
   float d;
@@ -113,6 +188,33 @@ inline void unpack_k_scale_min(const uint8_t* scales, int j, uint8_t& scale, uin
     scale = static_cast<uint8_t>((scales[j + 4] & 15) | ((scales[j - 4] >> 6) << 4));
     min = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
   }
+}
+
+// The signed scale (-32..31) of group j (0..15) of a q3_K block.
+inline int q3_k_scale(const uint8_t* scales, int j) {
+  const int low = (scales[j % 8] >> (4 * (j / 8))) & 15;
+  const int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// The signed scale (-32..31) of sub-block j (0..7) of an iq4_xs block.
+inline int iq4_xs_scale(const BlockIQ4XS& block, int j) {
+  const int low = (block.scales_l[j / 2] >> (4 * (j % 2))) & 15;
+  const int high = (block.scales_h >> (2 * j)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Digit k (0..4) of a tq1_0 byte, 0..2.
+inline int tq1_0_digit(uint8_t byte, int k) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const auto shifted = static_cast<uint8_t>(byte * kPow3[k]);
+  return (shifted * 3) >> 8;
+}
+
+// Half the e8m0 scale of an mxfp4 block, 2^(e - 128), as a float (e = 0 and 1 give subnormals).
+inline float e8m0_half_to_fp32(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
 }
 
 }  // namespace rwd::tensor::quant

@@ -422,4 +422,106 @@ void from_float_q8_k(const float* src, void* dst, int64_t n) {
   }
 }
 
+// ---- read-only types: dequantizers only ----
+// Each value is computed with the float operations, in the order, that ggml's reference dequantizers use (scale
+// products first, then times the level, minus the min), so the results match theirs bit for bit.
+
+void to_float_q2_k(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ2K*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const BlockQ2K& block = blocks[b];
+    const float d = fp16_to_fp32(block.d);
+    const float dmin = fp16_to_fp32(block.dmin);
+    for (int v = 0; v < kBlockK; ++v) {
+      const int h = v / 128, k = (v % 128) / 32, l = v % 32;
+      const int q = (block.qs[32 * h + l] >> (2 * k)) & 3;
+      const uint8_t scale_min = block.scales[v / 16];
+      const float scale = d * static_cast<float>(scale_min & 15);
+      const float min = dmin * static_cast<float>(scale_min >> 4);
+      dst[v] = scale * static_cast<float>(q) - min;
+    }
+  }
+}
+
+void to_float_q3_k(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ3K*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const BlockQ3K& block = blocks[b];
+    const float d = fp16_to_fp32(block.d);
+    for (int v = 0; v < kBlockK; ++v) {
+      const int h = v / 128, k = (v % 128) / 32, l = v % 32;
+      const int low = (block.qs[32 * h + l] >> (2 * k)) & 3;
+      const int high_bit = (block.hmask[l] >> (v / 32)) & 1;
+      const float scale = d * static_cast<float>(q3_k_scale(block.scales, v / 16));
+      dst[v] = scale * static_cast<float>(low - (high_bit != 0 ? 0 : 4));
+    }
+  }
+}
+
+void to_float_iq4_nl(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ4NL*>(src);
+  for (int64_t b = 0; b < n / kBlock32; ++b, dst += kBlock32) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int j = 0; j < 16; ++j) {
+      dst[j] = d * static_cast<float>(kIq4NlLevels[blocks[b].qs[j] & 15]);
+      dst[j + 16] = d * static_cast<float>(kIq4NlLevels[blocks[b].qs[j] >> 4]);
+    }
+  }
+}
+
+void to_float_iq4_xs(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ4XS*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const BlockIQ4XS& block = blocks[b];
+    const float d = fp16_to_fp32(block.d);
+    for (int j = 0; j < 8; ++j) {
+      const float scale = d * static_cast<float>(iq4_xs_scale(block, j));
+      const uint8_t* qs = block.qs + 16 * j;
+      for (int i = 0; i < 16; ++i) {
+        dst[32 * j + i] = scale * static_cast<float>(kIq4NlLevels[qs[i] & 15]);
+        dst[32 * j + 16 + i] = scale * static_cast<float>(kIq4NlLevels[qs[i] >> 4]);
+      }
+    }
+  }
+}
+
+void to_float_tq1_0(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockTQ1_0*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const BlockTQ1_0& block = blocks[b];
+    const float d = fp16_to_fp32(block.d);
+    auto put = [&](int v, uint8_t byte, int k) { dst[v] = static_cast<float>(tq1_0_digit(byte, k) - 1) * d; };
+    for (int k = 0; k < 5; ++k) {
+      for (int l = 0; l < 32; ++l) put(32 * k + l, block.qs[l], k);
+      for (int l = 0; l < 16; ++l) put(160 + 16 * k + l, block.qs[32 + l], k);
+    }
+    for (int k = 0; k < 4; ++k) {
+      for (int l = 0; l < 4; ++l) put(240 + 4 * k + l, block.qh[l], k);
+    }
+  }
+}
+
+void to_float_tq2_0(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockTQ2_0*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int v = 0; v < kBlockK; ++v) {
+      const int h = v / 128, k = (v % 128) / 32, l = v % 32;
+      const int q = (blocks[b].qs[32 * h + l] >> (2 * k)) & 3;
+      dst[v] = static_cast<float>(q - 1) * d;
+    }
+  }
+}
+
+void to_float_mxfp4(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockMXFP4*>(src);
+  for (int64_t b = 0; b < n / kBlock32; ++b, dst += kBlock32) {
+    const float d = e8m0_half_to_fp32(blocks[b].e);
+    for (int j = 0; j < 16; ++j) {
+      dst[j] = d * static_cast<float>(kMxfp4Levels[blocks[b].qs[j] & 15]);
+      dst[j + 16] = d * static_cast<float>(kMxfp4Levels[blocks[b].qs[j] >> 4]);
+    }
+  }
+}
+
 }  // namespace rwd::tensor::quant

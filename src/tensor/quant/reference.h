@@ -24,6 +24,14 @@ void to_float_q4_k(const void* src, float* dst, int64_t n);
 void to_float_q5_k(const void* src, float* dst, int64_t n);
 void to_float_q6_k(const void* src, float* dst, int64_t n);
 void to_float_q8_k(const void* src, float* dst, int64_t n);
+// Read-only types (rewind runs GGUFs holding them but never writes them): no from_float_*.
+void to_float_q2_k(const void* src, float* dst, int64_t n);
+void to_float_q3_k(const void* src, float* dst, int64_t n);
+void to_float_iq4_nl(const void* src, float* dst, int64_t n);
+void to_float_iq4_xs(const void* src, float* dst, int64_t n);
+void to_float_tq1_0(const void* src, float* dst, int64_t n);
+void to_float_tq2_0(const void* src, float* dst, int64_t n);
+void to_float_mxfp4(const void* src, float* dst, int64_t n);
 
 void from_float_f32(const float* src, void* dst, int64_t n);
 void from_float_f16(const float* src, void* dst, int64_t n);
