@@ -7,19 +7,14 @@
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "common/registry.h"
+#include "common/twin_model.h"
 #include "rewind/engine.h"
-#include "rewind/tools.h"
 
 namespace rwd {
 namespace {
@@ -29,22 +24,6 @@ constexpr int kTopLogprobs = 4;
 
 std::string data_path(const std::string& name) { return std::string(REWIND_TEST_DATA) + "/" + name; }
 std::string model_file(const std::string& arch) { return arch + "-tiny-f32.gguf"; }
-
-// A perturbed copy of a test model as a draft model (it agrees with the target part of the time).
-std::string twin_of(const std::string& name) {
-  static std::map<std::string, std::string> made;
-  auto it = made.find(name);
-  if (it != made.end()) return it->second;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("rewind_reuse_twin_" + std::to_string(::getpid()) + "_" + name)).string();
-  const Status status = make_twin_model({data_path(name), 0.1f, 5, path});
-  EXPECT_TRUE(status.is_ok()) << status.message();
-  made[name] = path;
-  std::atexit([] {
-    for (const auto& entry : made) std::filesystem::remove(entry.second);
-  });
-  return path;
-}
 
 struct Config {
   std::string arch;
@@ -67,7 +46,7 @@ std::unique_ptr<Engine> open(const Config& config) {
   options.spec.mode = config.mode;
   options.spec.rollback = config.rollback;
   options.spec.draft_max = 3;
-  if (config.mode == "draft") options.spec.draft_model = twin_of(model_file(config.arch));
+  if (config.mode == "draft") options.spec.draft_model = test::twin_of(model_file(config.arch));
   auto engine = Engine::open(options);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();
   return engine.is_ok() ? std::move(engine).value() : nullptr;

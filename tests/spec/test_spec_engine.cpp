@@ -8,19 +8,16 @@
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/registry.h"
+#include "common/twin_model.h"
 #include "rewind/engine.h"
 #include "rewind/tools.h"
 
@@ -31,23 +28,6 @@ constexpr int kTopLogprobs = 8;
 constexpr int kNewTokens = 40;
 
 std::string data_path(const std::string& name) { return std::string(REWIND_TEST_DATA) + "/" + name; }
-
-// A perturbed copy of a test model: as a draft it agrees with the target part of the time, so drafts are
-// accepted and rejected at every depth, and its own (hybrid) state rolls back too. Made once per process.
-std::string twin_of(const std::string& name) {
-  static std::map<std::string, std::string> made;
-  auto it = made.find(name);
-  if (it != made.end()) return it->second;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("rewind_twin_" + std::to_string(::getpid()) + "_" + name)).string();
-  const Status status = make_twin_model({data_path(name), 0.1f, 5, path});
-  EXPECT_TRUE(status.is_ok()) << status.message();
-  made[name] = path;
-  std::atexit([] {
-    for (const auto& entry : made) std::filesystem::remove(entry.second);
-  });
-  return path;
-}
 
 struct Output {
   std::vector<int32_t> ids;
@@ -164,7 +144,7 @@ TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
   config.mode = c.mode;
   config.rollback = c.rollback;
   config.n_slots = c.n_slots;
-  if (c.mode == "draft") config.draft_model = twin_of(c.model);
+  if (c.mode == "draft") config.draft_model = test::twin_of(c.model);
   const std::vector<Output>& plain = reference(c.model);
   std::vector<std::vector<int32_t>> oracle;
   for (const Output& out : plain) oracle.push_back(out.ids);
@@ -234,7 +214,7 @@ TEST(SpecSlotsTogether, ModelProposersDraftAsForEachSlotAlone) {
     RunConfig config;
     config.model = "qwen35-tiny-f32.gguf";
     config.mode = mode;
-    if (mode == "draft") config.draft_model = twin_of(config.model);
+    if (mode == "draft") config.draft_model = test::twin_of(config.model);
     auto alone_engine = open(config);
     config.n_slots = 4;
     auto together_engine = open(config);
@@ -292,7 +272,7 @@ TEST(SpecOptions, DraftVocabularyKeepsTheOutputExact) {
   RunConfig config;
   config.model = model;
   config.mode = "draft";
-  config.draft_model = twin_of(model);
+  config.draft_model = test::twin_of(model);
   config.draft_vocab = 100;
   auto engine = open(config);
   ASSERT_NE(engine, nullptr);
@@ -456,7 +436,7 @@ void expect_target_distribution(const std::string& mode, const std::string& draf
 TEST(SpecSampling, NgramKeepsTheTargetDistribution) { expect_target_distribution("ngram", "", 1000); }
 
 TEST(SpecSampling, DraftModelKeepsTheTargetDistribution) {
-  expect_target_distribution("draft", twin_of("qwen35-tiny-f32.gguf"), 2000);
+  expect_target_distribution("draft", test::twin_of("qwen35-tiny-f32.gguf"), 2000);
 }
 
 }  // namespace

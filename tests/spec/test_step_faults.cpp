@@ -5,18 +5,14 @@
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <ostream>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/twin_model.h"
 #include "rewind/engine.h"
-#include "rewind/tools.h"
 
 namespace rwd {
 namespace {
@@ -41,19 +37,6 @@ std::vector<std::vector<int32_t>> prompts() {
   return out;
 }
 
-// A perturbed copy of the model as a draft model (its drafts are partly rejected), made once per process.
-std::string twin_of(const std::string& model) {
-  static const std::string path = [&] {
-    const std::string out = (std::filesystem::temp_directory_path() /
-                             ("rewind_fault_twin_" + std::to_string(::getpid()) + ".gguf")).string();
-    const Status status = make_twin_model({data_path(model), 0.1f, 5, out});
-    EXPECT_TRUE(status.is_ok()) << status.message();
-    std::atexit([] { std::filesystem::remove(path); });
-    return out;
-  }();
-  return path;
-}
-
 std::unique_ptr<Engine> open(const std::string& model, const std::string& mode,
                              std::function<Status(std::string_view, int64_t)> inject_fault = {}) {
   EngineOptions options;
@@ -64,7 +47,7 @@ std::unique_ptr<Engine> open(const std::string& model, const std::string& mode,
   options.n_batch = 32;
   options.cache_ram_mib = 4;
   options.spec.mode = mode;
-  if (mode == "draft") options.spec.draft_model = twin_of(model);
+  if (mode == "draft") options.spec.draft_model = test::twin_of(model);
   options.spec.draft_max = 3;
   options.spec.adaptive = false;
   options.inject_fault = std::move(inject_fault);
