@@ -66,7 +66,8 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
                   "most tokens per forward: the per-step budget that prompt chunks share with decoding slots")
       ->capture_default_str();
   cmd->add_option("--chat-template", options.engine.chat_template,
-                  "chat format when the model has none or another is wanted: chatml, gemma, llama3");
+                  "built-in chat template instead of the model's own tokenizer.chat_template: chatml, gemma, llama3 "
+                  "(a model without one gets ChatML, or Gemma's for Gemma files)");
   cmd->add_option("--api-key", options.api_key, "require Authorization: Bearer KEY on /v1, /metrics and /slots");
   cmd->add_option("--max-queue", options.max_queue, "requests waiting for a slot before answering 429")
       ->capture_default_str();

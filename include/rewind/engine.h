@@ -35,7 +35,7 @@ struct EngineOptions {
   int n_slots = 1;          // sequences decoded together
   int n_batch = 512;        // most tokens in one forward (prompt chunking)
   int rewind_depth = 0;     // committed tokens per slot that can be rolled back exactly; 0: off, no memory
-  std::string chat_template;  // "chatml", "gemma" or "llama3"; empty: the family of the GGUF's template
+  std::string chat_template;  // a built-in template, "chatml", "gemma" or "llama3"; empty: the GGUF's own
   std::function<void(double fraction)> on_load_progress;  // may be empty
   SpecOptions spec;
 };
@@ -176,7 +176,8 @@ class Engine {
 
   virtual Result<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos, bool parse_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
-  // Formats messages with the model's chat template and adds the assistant turn's opening.
+  // Renders messages with the model's Jinja chat template (or the built-in one chosen) and adds the assistant
+  // turn's opening; a leading BOS text is left out when tokenize() adds BOS itself.
   virtual Result<std::string> format_chat(const std::vector<ChatMessage>& messages) const = 0;
   virtual bool add_bos_default() const = 0;
 

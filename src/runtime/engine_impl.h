@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -17,6 +18,7 @@
 #include "spec/proposer.h"
 #include "spec/verify.h"
 #include "state/model_state.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rwd::runtime {
@@ -70,6 +72,9 @@ class EngineImpl final : public Engine {
   ModelInfo info_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  // The chat template chosen at open (the file's, --chat-template's, or a fallback), or why there is none.
+  std::optional<tokenizer::ChatTemplate> chat_template_;
+  Status chat_template_status_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<state::ModelState> state_;
   std::unique_ptr<model::ForwardContext> forward_;

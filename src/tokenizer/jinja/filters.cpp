@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "tokenizer/jinja/error.h"
 #include "tokenizer/jinja/json_value.h"
@@ -221,9 +222,8 @@ Value add_values(const Value& left, const Value& right) {
   fail("sum: unsupported operand types '{}' and '{}'", left.type_name(), right.type_name());
 }
 
-}  // namespace
-
-Value apply_filter(std::string_view name, const Value& input, const CallArgs& args) {
+// Filters of one value: strings, numbers, JSON. nullopt: not one of these.
+std::optional<Value> scalar_filter(std::string_view name, const Value& input, const CallArgs& args) {
   static const Value kNone = Value::none();
   if (name == "tojson") return to_json(input, args);
   if (name == "trim") {
@@ -310,6 +310,12 @@ Value apply_filter(std::string_view name, const Value& input, const CallArgs& ar
     const double rounded = method == "floor" ? std::floor(scaled) : method == "ceil" ? std::ceil(scaled) : std::nearbyint(scaled);
     return Value(rounded / scale);
   }
+  return std::nullopt;
+}
+
+// Filters of sequences and mappings. nullopt: not one of these.
+std::optional<Value> sequence_filter(std::string_view name, const Value& input, const CallArgs& args) {
+  static const Value kNone = Value::none();
   if (name == "list") return Value(as_list(input));
   if (name == "items") {
     if (input.is_undefined()) return Value(Array{});
@@ -381,6 +387,14 @@ Value apply_filter(std::string_view name, const Value& input, const CallArgs& ar
     const int64_t left = n_pad / 2 + (n_pad & width & 1);
     return Value(std::string(static_cast<size_t>(left), ' ') + text + std::string(static_cast<size_t>(n_pad - left), ' '));
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Value apply_filter(std::string_view name, const Value& input, const CallArgs& args) {
+  if (std::optional<Value> result = scalar_filter(name, input, args)) return std::move(*result);
+  if (std::optional<Value> result = sequence_filter(name, input, args)) return std::move(*result);
   fail("no filter named '{}'", name);
 }
 
