@@ -143,8 +143,11 @@ TEST(Jinja, HostileTemplatesAreBounded) {
   expect_error("{% for a in range(1000000) %}{% for b in range(1000000) %}{% endfor %}{% endfor %}", {"steps"});
   expect_error("{{ range(100000000) | length }}", {"range() longer than"});
   expect_error("{{ 'x' * 1000000000000 }}", {"larger than"});
+  jinja::RenderLimits one_mib;
+  one_mib.max_output_bytes = 1u << 20;
   expect_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
-               {"longer than"});
+               {"longer than 1048576 bytes"}, one_mib);
+  expect_error("{% for i in range(100000) %}{{ 'line of output\n' }}{% endfor %}", {"longer than 1048576 bytes"}, one_mib);
   expect_error("{{ " + std::string(10000, '(') + "1" + std::string(10000, ')') + " }}", {"nested deeper than"});
   std::string deep_ifs;
   for (int i = 0; i < 5000; ++i) deep_ifs += "{% if true %}";

@@ -131,6 +131,14 @@ SNIPPETS = [
     ("{% set ns = namespace(a=1) %}{{ ns.a }}{{ ns.missing is defined }}{% set ns.b = 'x' %}{{ ns.b }}|{{ dict(a=1, b='2') }}", {}),
     ("{% filter upper %}shout {{ 'this' }}{% endfilter %}|{{ x | default('d') | upper }}|{{ -x | abs if x is defined else 'u' }}", {}),
     ("{% generation %}kept{% endgeneration %}", {}),
+    # Whitespace control corners: trim_blocks/lstrip_blocks against -, +, comments, expressions, CRLF.
+    ("{% if true %}  \n  x{% endif %}|a\n{%- if true -%}\n b \n{%- endif %}\nc|{{- 'a' -}}   {{- 'b' }}", {}),
+    ("  {#- c #}\nx|{% for x in [1, 2] -%}\n  {{ x }}\n{%- endfor %}|x\n    {%+ if true %}y{% endif %}", {}),
+    ("{% if true %}a{% endif %}\n\n{% if true %}b{% endif %}\n", {}),
+    ("{ not a tag } {{ '{' }} {{ '}}' }} {{ {'a': {'b': 1}} }} {{ {'a': {'b': 1}}['a'] }}", {}),
+    ("a\r\n{% if true %}\r\nb\r\n{% endif %}\r\n  c\r\n", {}),
+    ("\t{% if true %}\t\n{{ 'x' }}  {% endif %}  \n{% set y = 1 %}  after", {}),
+    ("{%- macro m() -%}\n  body\n{%- endmacro -%}\n[{{ m() }}]\n{# trailing #}\n", {}),
     # Errors: undefined attribute chains, type errors, raise_exception, syntax.
     ("{{ undefined_value.attribute }}", {}),
     ("{{ m.missing.deeper }}", {"m": {}}),

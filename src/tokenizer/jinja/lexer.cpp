@@ -150,7 +150,7 @@ class Scanner {
         fail_at(tag_pos, "unterminated tag: '{}' without '{}'", is_block ? "{%" : "{{", is_block ? "%}" : "}}");
       }
       const char c = source_[at_];
-      if (depth == 0 && (c == '-' || c == '+') && at_ + 2 < source_.size() + 0 && source_[at_ + 1] == close_char &&
+      if (depth == 0 && (c == '-' || c == '+') && at_ + 2 < source_.size() && source_[at_ + 1] == close_char &&
           source_[at_ + 2] == '}') {
         tokens_.push_back({is_block ? TokenKind::block_end : TokenKind::variable_end, "", pos()});
         advance_to(at_ + 3);
