@@ -91,13 +91,17 @@ Result<std::string> ChatTemplate::apply(const ChatInputs& inputs) const {
   // The variables and their order follow transformers' apply_chat_template: absent tools and documents are
   // None (so `tools is defined` holds, as there), special tokens by name, extra variables last.
   jinja::Object globals;
-  globals.set("messages", jinja::value_from_json(inputs.messages));
-  globals.set("tools", jinja::value_from_json(inputs.tools));
-  globals.set("documents", jinja::value_from_json(inputs.documents));
+  try {  // value_from_json refuses JSON nested deeper than jinja::kMaxValueDepth with a jinja::Error
+    globals.set("messages", jinja::value_from_json(inputs.messages));
+    globals.set("tools", jinja::value_from_json(inputs.tools));
+    globals.set("documents", jinja::value_from_json(inputs.documents));
+    for (const auto& [key, value] : inputs.extra.items()) globals.set(key, jinja::value_from_json(value));
+  } catch (const jinja::Error& error) {
+    return Status::errorf("chat template inputs: {}", error.message());
+  }
   globals.set("add_generation_prompt", jinja::Value(inputs.add_generation_prompt));
   globals.set("bos_token", jinja::Value(tokens_.bos));
   globals.set("eos_token", jinja::Value(tokens_.eos));
-  for (const auto& [key, value] : inputs.extra.items()) globals.set(key, jinja::value_from_json(value));
   auto text = compiled_.render(globals);
   if (!text) return text.status().with_context("chat template");
   // Templates such as Gemma's and Llama 3's start with {{ bos_token }}, written for tokenizers that do not

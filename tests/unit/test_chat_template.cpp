@@ -181,6 +181,25 @@ TEST(ChatTemplate, RicherMessagesReachTheTemplate) {
             "user:u;assistant:[r=think][weather({\"city\": \"Paris\", \"days\": 2})];tool:18C[id=call_1];True");
 }
 
+// Tool schemas come from requests; one nested absurdly deep is refused, not recursed into.
+TEST(ChatTemplate, DeeplyNestedInputsAreRefused) {
+  const ChatTemplate chat = from_jinja_ok("{{ tools | tojson }}");
+  ChatInputs inputs;
+  inputs.tools = nlohmann::ordered_json::array();
+  nlohmann::ordered_json* innermost = &inputs.tools;
+  for (int i = 0; i < 5000; ++i) {
+    innermost->push_back(nlohmann::ordered_json::array());
+    innermost = &innermost->back();
+  }
+  auto text = chat.apply(inputs);
+  ASSERT_FALSE(text.is_ok());
+  EXPECT_NE(text.status().message().find("nested deeper than"), std::string::npos) << text.status().message();
+  inputs.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  auto shallow = chat.apply(inputs);
+  ASSERT_TRUE(shallow.is_ok()) << shallow.status().message();
+  EXPECT_EQ(*shallow, R"([{"type": "function", "function": {"name": "f"}}])");
+}
+
 TEST(ChatTemplate, BrokenTemplatesAreClearErrors) {
   auto unterminated = ChatTemplate::from_jinja("line one\n{% for m in messages %}{{ m.content }}");
   ASSERT_FALSE(unterminated.is_ok());

@@ -153,6 +153,16 @@ TEST(Jinja, HostileTemplatesAreBounded) {
   for (int i = 0; i < 5000; ++i) deep_ifs += "{% if true %}";
   expect_error(deep_ifs, {"nested deeper than"});
   expect_error("{{ 9223372036854775807 + 1 }}", {"overflow"});
+  // Deep and self-containing values: refused when built, or caught when printed, compared or serialised.
+  expect_error("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}",
+               {"nested deeper than 256"});
+  expect_error("{% set ns = namespace(x={}) %}{% for i in range(100000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}",
+               {"nested deeper than 256"});
+  expect_error("{% set h = namespace(ns=1) %}{% for i in range(100000) %}{% set h.ns = namespace(inner=h.ns) %}{% endfor %}",
+               {"nested deeper than 256"});
+  expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", {"containing itself"});
+  expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns == ns }}", {"containing itself"});
+  expect_error("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ [ns] | tojson }}", {"containing itself"});
   jinja::RenderLimits small;
   small.max_steps = 100;
   expect_error("{% for i in range(1000) %}{{ i }}{% endfor %}", {"more than 100 steps"}, small);

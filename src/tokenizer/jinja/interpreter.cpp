@@ -235,6 +235,11 @@ void Interpreter::count_step() {
   if (++n_steps_ > limits_.max_steps) fail("template ran more than {} steps", limits_.max_steps);
 }
 
+// Values only grow deeper through literals and set, so checking there bounds every value (see kMaxValueDepth).
+void Interpreter::check_depth(const Value& value) const {
+  if (value.depth() > kMaxValueDepth) fail("value nested deeper than {} levels", kMaxValueDepth);
+}
+
 void Interpreter::check_size(size_t n_bytes) const {
   if (n_bytes > limits_.max_output_bytes) fail("rendered text longer than {} bytes", limits_.max_output_bytes);
 }
@@ -330,12 +335,14 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& stmt, const ScopePtr& scope,
 
 void Interpreter::exec_set(const Stmt& stmt, const ScopePtr& scope) {
   Value value = eval(*stmt.expr, scope);
+  check_depth(value);
   if (stmt.target_object) {
     const Value object = eval(*stmt.target_object, scope);
     if (!object.is_object() || !object.object().is_namespace) {
       fail("cannot assign attribute on non-namespace object '{}'", stmt.target_object->name);
     }
     object.object().set(stmt.attribute, std::move(value));
+    check_depth(object);
     return;
   }
   bind_targets(stmt.targets, value, *scope);
@@ -485,7 +492,9 @@ Value Interpreter::eval_impl(const Expr& expr, const ScopePtr& scope) {
     case ExprKind::list: {
       Array items;
       for (const ExprPtr& item : expr.args) items.push_back(eval(*item, scope));
-      return expr.name == "tuple" ? Value::tuple(std::move(items)) : Value(std::move(items));
+      Value list = expr.name == "tuple" ? Value::tuple(std::move(items)) : Value(std::move(items));
+      check_depth(list);
+      return list;
     }
     case ExprKind::dict: {
       Object object;
@@ -494,7 +503,9 @@ Value Interpreter::eval_impl(const Expr& expr, const ScopePtr& scope) {
         if (!key.is_string()) fail("dict keys must be strings here, not '{}'", key.type_name());
         object.set(key.as_string(), eval(*expr.args[i + 1], scope));
       }
-      return Value(std::move(object));
+      Value dict(std::move(object));
+      check_depth(dict);
+      return dict;
     }
     case ExprKind::attribute: return get_attribute(eval(*expr.target, scope), expr.name);
     case ExprKind::subscript: {

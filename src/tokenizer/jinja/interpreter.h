@@ -52,6 +52,7 @@ class Interpreter {
 
   void count_step();
   void check_size(size_t n_bytes) const;
+  void check_depth(const Value& value) const;
 
   RenderLimits limits_;
   int64_t n_steps_ = 0;

@@ -10,7 +10,10 @@
 
 namespace rwd::tokenizer::jinja {
 
-Value value_from_json(const nlohmann::ordered_json& json) {
+namespace {
+
+Value from_json_at(const nlohmann::ordered_json& json, int depth) {
+  if (depth > kMaxValueDepth) fail("JSON nested deeper than {} levels", kMaxValueDepth);
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value(json.get<bool>());
@@ -21,17 +24,21 @@ Value value_from_json(const nlohmann::ordered_json& json) {
     case nlohmann::ordered_json::value_t::array: {
       Array array;
       array.reserve(json.size());
-      for (const auto& item : json) array.push_back(value_from_json(item));
+      for (const auto& item : json) array.push_back(from_json_at(item, depth + 1));
       return Value(std::move(array));
     }
     case nlohmann::ordered_json::value_t::object: {
       Object object;
-      for (const auto& [key, item] : json.items()) object.set(key, value_from_json(item));
+      for (const auto& [key, item] : json.items()) object.set(key, from_json_at(item, depth + 1));
       return Value(std::move(object));
     }
     default: return Value::none();  // binary and discarded values do not occur in parsed JSON text
   }
 }
+
+}  // namespace
+
+Value value_from_json(const nlohmann::ordered_json& json) { return from_json_at(json, 0); }
 
 namespace {
 
@@ -85,7 +92,7 @@ void dump_string(const std::string& text, bool ensure_ascii, std::string& out) {
 }
 
 void dump(const Value& value, const JsonDumpOptions& options, int depth, std::string& out) {
-  if (depth > 512) fail("tojson: value nested deeper than 512 levels");
+  if (depth > kMaxValueDepth) fail("tojson: value nested deeper than {} levels (or containing itself)", kMaxValueDepth);
   const std::string& item_separator =
       options.item_separator.empty() ? (options.indent >= 0 ? std::string(",") : std::string(", ")) : options.item_separator;
   const auto newline = [&](int level) {

@@ -11,6 +11,7 @@
 
 namespace rwd::tokenizer::jinja {
 
+// Throws Error for JSON nested deeper than kMaxValueDepth.
 Value value_from_json(const nlohmann::ordered_json& json);
 
 struct JsonDumpOptions {

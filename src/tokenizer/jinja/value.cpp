@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +20,7 @@ const Value* Object::find(std::string_view key) const {
 }
 
 void Object::set(std::string key, Value value) {
+  depth = std::max(depth, value.depth() + 1);
   for (auto& [name, existing] : entries) {
     if (name == key) {
       existing = std::move(value);
@@ -124,6 +126,25 @@ std::string string_repr(const std::string& text) {
 
 }  // namespace
 
+Value::Value(Array array) : kind_(Kind::array), array_(std::make_shared<Array>(std::move(array))) {
+  array_depth_ = 1;
+  for (const Value& item : *array_) array_depth_ = std::max(array_depth_, item.depth() + 1);
+}
+
+int Value::depth() const {
+  if (kind_ == Kind::array) return array_depth_;
+  if (kind_ == Kind::object) return object_->depth;
+  return 0;
+}
+
+namespace {
+
+void check_walk_depth(int depth) {
+  if (depth > kMaxValueDepth) fail("value nested deeper than {} levels (or containing itself)", kMaxValueDepth);
+}
+
+}  // namespace
+
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::undefined:
@@ -147,7 +168,10 @@ std::string Value::str() const {
   }
 }
 
-std::string Value::repr() const {
+std::string Value::repr() const { return repr_at(0); }
+
+std::string Value::repr_at(int depth) const {
+  check_walk_depth(depth);
   switch (kind_) {
     case Kind::undefined: return "";
     case Kind::none: return "None";
@@ -159,7 +183,7 @@ std::string Value::repr() const {
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < array_->size(); ++i) {
         if (i > 0) out += ", ";
-        out += (*array_)[i].repr();
+        out += (*array_)[i].repr_at(depth + 1);
       }
       if (tuple_) return out + (array_->size() == 1 ? ",)" : ")");
       return out + "]";
@@ -170,7 +194,7 @@ std::string Value::repr() const {
         if (i > 0) out += ", ";
         out += string_repr(object_->entries[i].first);
         out += ": ";
-        out += object_->entries[i].second.repr();
+        out += object_->entries[i].second.repr_at(depth + 1);
       }
       return out + (object_->is_namespace ? "}>" : "}");
     }
@@ -194,7 +218,10 @@ std::string Value::type_name() const {
   return "object";
 }
 
-bool Value::equals(const Value& other) const {
+bool Value::equals(const Value& other) const { return equals_at(other, 0); }
+
+bool Value::equals_at(const Value& other, int depth) const {
+  check_walk_depth(depth);
   if (is_number() && other.is_number()) {
     if (kind_ == Kind::floating || other.kind_ == Kind::floating) return as_double() == other.as_double();
     return int_ == other.int_;
@@ -207,7 +234,7 @@ bool Value::equals(const Value& other) const {
     case Kind::array: {
       if (array_->size() != other.array_->size()) return false;
       for (size_t i = 0; i < array_->size(); ++i) {
-        if (!(*array_)[i].equals((*other.array_)[i])) return false;
+        if (!(*array_)[i].equals_at((*other.array_)[i], depth + 1)) return false;
       }
       return true;
     }
@@ -215,7 +242,7 @@ bool Value::equals(const Value& other) const {
       if (object_->entries.size() != other.object_->entries.size()) return false;
       for (const auto& [key, value] : object_->entries) {
         const Value* found = other.object_->find(key);
-        if (found == nullptr || !value.equals(*found)) return false;
+        if (found == nullptr || !value.equals_at(*found, depth + 1)) return false;
       }
       return true;
     }
@@ -224,7 +251,10 @@ bool Value::equals(const Value& other) const {
   }
 }
 
-bool Value::less(const Value& other) const {
+bool Value::less(const Value& other) const { return less_at(other, 0); }
+
+bool Value::less_at(const Value& other, int depth) const {
+  check_walk_depth(depth);
   if (is_number() && other.is_number()) {
     if (kind_ == Kind::floating || other.kind_ == Kind::floating) return as_double() < other.as_double();
     return int_ < other.int_;
@@ -233,8 +263,8 @@ bool Value::less(const Value& other) const {
   if (is_array() && other.is_array()) {
     const size_t n = std::min(array_->size(), other.array_->size());
     for (size_t i = 0; i < n; ++i) {
-      if ((*array_)[i].less((*other.array_)[i])) return true;
-      if ((*other.array_)[i].less((*array_)[i])) return false;
+      if ((*array_)[i].less_at((*other.array_)[i], depth + 1)) return true;
+      if ((*other.array_)[i].less_at((*array_)[i], depth + 1)) return false;
     }
     return array_->size() < other.array_->size();
   }

@@ -17,10 +17,15 @@ namespace rwd::tokenizer::jinja {
 class Value;
 using Array = std::vector<Value>;
 
+// Values nest at most this deep (lists in dicts in ...): the interpreter refuses deeper ones, and str(), ==,
+// < and tojson stop there, so neither a deep nor a self-containing value can exhaust the stack.
+inline constexpr int kMaxValueDepth = 256;
+
 // A Python dict with string keys, in insertion order (what json.loads and dict literals give).
 struct Object {
   std::vector<std::pair<std::string, Value>> entries;
   bool is_namespace = false;  // made by namespace(): the only object `{% set ns.attr = ... %}` may change
+  int depth = 1;              // 1 + the deepest value ever set in it
 
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);
@@ -60,7 +65,7 @@ class Value {
   Value(double floating) : kind_(Kind::floating), float_(floating) {}    // NOLINT(google-explicit-constructor)
   Value(std::string text) : kind_(Kind::string), string_(std::move(text)) {}  // NOLINT(google-explicit-constructor)
   Value(const char* text) : kind_(Kind::string), string_(text) {}            // NOLINT(google-explicit-constructor)
-  Value(Array array) : kind_(Kind::array), array_(std::make_shared<Array>(std::move(array))) {}  // NOLINT
+  Value(Array array);  // NOLINT(google-explicit-constructor)
   Value(Object object) : kind_(Kind::object), object_(std::make_shared<Object>(std::move(object))) {}  // NOLINT
   Value(Function function)  // NOLINT(google-explicit-constructor)
       : kind_(Kind::function), function_(std::make_shared<Function>(std::move(function))) {}
@@ -76,6 +81,8 @@ class Value {
   bool is_object() const { return kind_ == Kind::object; }
   bool is_function() const { return kind_ == Kind::function; }
   bool is_tuple() const { return tuple_; }
+  // Nesting: 0 for scalars, 1 for a list or dict of scalars, and so on.
+  int depth() const;
 
   int64_t as_int() const { return int_; }
   double as_double() const { return kind_ == Kind::floating ? float_ : static_cast<double>(int_); }
@@ -103,9 +110,13 @@ class Value {
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
+  std::string repr_at(int depth) const;
+  bool equals_at(const Value& other, int depth) const;
+  bool less_at(const Value& other, int depth) const;
 
   Kind kind_ = Kind::undefined;
   bool tuple_ = false;
+  int array_depth_ = 0;  // a list's depth(), fixed at construction (lists are never changed in place)
   int64_t int_ = 0;
   double float_ = 0.0;
   std::string string_;  // a string's text, or an undefined value's hint
