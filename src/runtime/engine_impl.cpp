@@ -11,7 +11,6 @@
 #include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/oracle.h"
-#include "tokenizer/chat_template.h"
 
 namespace rwd {
 

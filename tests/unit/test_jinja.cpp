@@ -160,6 +160,9 @@ TEST(Jinja, HostileTemplatesAreBounded) {
                {"nested deeper than 256"});
   expect_error("{% set h = namespace(ns=1) %}{% for i in range(100000) %}{% set h.ns = namespace(inner=h.ns) %}{% endfor %}",
                {"nested deeper than 256"});
+  expect_error("{% set h = namespace(x=0) %}{% for i in range(100000) %}{% for l in [h.x, h.x] %}"
+               "{% if loop.first %}{% set h.x = loop %}{% endif %}{% endfor %}{% endfor %}",
+               {"nested deeper than 256"});
   expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", {"containing itself"});
   expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns == ns }}", {"containing itself"});
   expect_error("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ [ns] | tojson }}", {"containing itself"});

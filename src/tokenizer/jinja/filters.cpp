@@ -152,9 +152,9 @@ Value select_items(const Value& input, const CallArgs& args, bool by_attribute, 
 
 Value map_items(const Value& input, const CallArgs& args) {
   Array out;
-  const Value* attribute = args.get(99, "attribute");
+  const Value* attribute = args.keyword_arg("attribute");
   if (attribute != nullptr) {
-    const Value* fallback = args.get(99, "default");
+    const Value* fallback = args.keyword_arg("default");
     for (const Value& item : as_list(input)) {
       Value value = attribute_path(item, attribute->str());
       out.push_back(value.is_undefined() && fallback != nullptr ? *fallback : value);

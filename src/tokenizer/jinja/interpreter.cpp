@@ -2,6 +2,7 @@
 // int/float promotion, str and list concatenation), jinja2's for-loop object and macro argument binding.
 #include "tokenizer/jinja/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 
@@ -195,6 +196,8 @@ class LoopVariable {
     fields[8].second = Value(int64_t{0});
     fields[9].second = i > 0 ? items_[index - 1] : Value::undefined("there is no previous item");
     fields[10].second = i + 1 < n ? items_[index + 1] : Value::undefined("there is no next item");
+    Object& loop = value_.object();  // written past Object::set, so its depth is kept here
+    loop.depth = std::max({loop.depth, fields[9].second.depth() + 1, fields[10].second.depth() + 1});
     return value_;
   }
 
@@ -204,12 +207,7 @@ class LoopVariable {
   Value value_;
 };
 
-void bind_targets(const std::vector<std::string>& targets, const Value& value, Interpreter::Scope& scope);
-
-}  // namespace
-
-// Declared in the anonymous namespace above; needs Scope, so it is defined here.
-namespace {
+// `for a, b in ...` and `set a, b = ...`: one name takes the value, several unpack it.
 void bind_targets(const std::vector<std::string>& targets, const Value& value, Interpreter::Scope& scope) {
   if (targets.size() == 1) {
     scope.set(targets[0], value);

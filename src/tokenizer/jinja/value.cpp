@@ -38,6 +38,13 @@ const Value* CallArgs::get(size_t index, std::string_view name) const {
   return nullptr;
 }
 
+const Value* CallArgs::keyword_arg(std::string_view name) const {
+  for (const auto& [key, value] : keyword) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
 std::string python_float_repr(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value < 0 ? "-inf" : "inf";

@@ -38,6 +38,8 @@ struct CallArgs {
 
   // The argument at `index` or named `name`, or nullptr when neither was given.
   const Value* get(size_t index, std::string_view name) const;
+  // The argument named `name` (keyword-only), or nullptr.
+  const Value* keyword_arg(std::string_view name) const;
 };
 
 using Function = std::function<Value(const CallArgs&)>;
