@@ -29,9 +29,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kPlainRetimeSteps = 64;
 
 // The chat template: --chat-template's built-in, else the file's, else a fallback with a warning (Gemma's
-// for Gemma files, which often ship without one; ChatML otherwise, as llama-server falls back).
+// for Gemma files, which often ship without one; ChatML otherwise, as llama-server falls back). The warning
+// goes to `warning`, for the first chat: a model used for plain completion has nothing to be warned about.
 Result<tokenizer::ChatTemplate> choose_chat_template(const EngineOptions& options, const tokenizer::Tokenizer& vocab,
-                                                     const std::string& architecture) {
+                                                     const std::string& architecture, std::string& warning) {
   tokenizer::ChatSpecialTokens tokens;
   if (vocab.bos_id() >= 0) tokens.bos = std::string(vocab.token_text(vocab.bos_id()));
   if (vocab.eos_id() >= 0) tokens.eos = std::string(vocab.token_text(vocab.eos_id()));
@@ -39,8 +40,9 @@ Result<tokenizer::ChatTemplate> choose_chat_template(const EngineOptions& option
   if (!options.chat_template.empty()) return tokenizer::ChatTemplate::from_name(options.chat_template, tokens);
   if (vocab.chat_template().empty()) {
     const char* fallback = architecture.rfind("gemma", 0) == 0 ? "gemma" : "chatml";
-    log_warn("{}: no tokenizer.chat_template in the file; formatting chats as {} (choose with --chat-template)",
-             options.model_path, fallback);
+    warning = fmt::format("{}: no tokenizer.chat_template in the file; formatting chats as {} (choose with "
+                          "--chat-template)",
+                          options.model_path, fallback);
     return tokenizer::ChatTemplate::from_name(fallback, tokens);
   }
   auto chat = tokenizer::ChatTemplate::from_jinja(vocab.chat_template(), tokens);
@@ -134,7 +136,8 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   if (options.on_load_progress) options.on_load_progress(0.7);
   REWIND_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(engine->model_->file()));
   engine->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
-  auto chat = choose_chat_template(options, *engine->tokenizer_, engine->model_->hparams().arch);
+  auto chat = choose_chat_template(options, *engine->tokenizer_, engine->model_->hparams().arch,
+                                   engine->chat_template_warning_);
   if (chat) {
     engine->chat_template_ = std::move(chat).value();
   } else {
@@ -211,6 +214,9 @@ Result<std::string> EngineImpl::format_chat(const std::vector<ChatMessage>& mess
   // The template renders as the file carries it, default system text included (SmolLM2's, Qwen2.5's), as
   // HF transformers and llama.cpp's Jinja path render it; `--chat-template NAME` picks a built-in instead.
   if (!chat_template_) return chat_template_status_;
+  if (!chat_template_warning_.empty()) {
+    std::call_once(chat_template_warned_, [this] { log_warn("{}", chat_template_warning_); });
+  }
   std::vector<tokenizer::ChatMessage> converted;
   converted.reserve(messages.size());
   for (const ChatMessage& message : messages) {

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -75,6 +76,8 @@ class EngineImpl final : public Engine {
   // The chat template chosen at open (the file's, --chat-template's, or a fallback), or why there is none.
   std::optional<tokenizer::ChatTemplate> chat_template_;
   Status chat_template_status_;
+  std::string chat_template_warning_;  // said once, at the first chat formatted (a fallback was chosen)
+  mutable std::once_flag chat_template_warned_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<state::ModelState> state_;
   std::unique_ptr<model::ForwardContext> forward_;
