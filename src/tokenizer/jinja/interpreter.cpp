@@ -179,6 +179,11 @@ class LoopVariable {
              })));
     value_ = Value(std::move(loop));
   }
+  // A loop object stored into a namespace that is one of the loop's items would contain itself; emptying it
+  // when the loop ends frees that cycle.
+  ~LoopVariable() { value_.object().entries.clear(); }
+  LoopVariable(const LoopVariable&) = delete;
+  LoopVariable& operator=(const LoopVariable&) = delete;
 
   const Value& at(size_t index) {
     *index_ = index;
@@ -220,6 +225,12 @@ void bind_targets(const std::vector<std::string>& targets, const Value& value, I
   for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], items[i]);
 }
 }  // namespace
+
+Interpreter::~Interpreter() {
+  for (const std::weak_ptr<Object>& weak : namespaces_) {
+    if (const std::shared_ptr<Object> object = weak.lock()) object->entries.clear();
+  }
+}
 
 std::string Interpreter::render(const Program& program, const Object& globals) {
   auto root = std::make_shared<Scope>();
@@ -408,7 +419,7 @@ Value Interpreter::global_function(const std::string& name) {
   }
   if (name == "namespace" || name == "dict") {
     const bool is_namespace = name == "namespace";
-    return Value(Function([is_namespace](const CallArgs& args) {
+    return Value(Function([this, is_namespace](const CallArgs& args) {
       Object object;
       object.is_namespace = is_namespace;
       for (const Value& positional : args.positional) {
@@ -416,7 +427,9 @@ Value Interpreter::global_function(const std::string& name) {
         for (const auto& [key, value] : positional.object().entries) object.set(key, value);
       }
       for (const auto& [key, value] : args.keyword) object.set(key, value);
-      return Value(std::move(object));
+      Value made(std::move(object));
+      if (is_namespace) namespaces_.push_back(made.object_ptr());
+      return made;
     }));
   }
   if (name == "range") {

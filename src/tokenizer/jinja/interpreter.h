@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tokenizer/jinja/ast.h"
 
@@ -23,6 +24,9 @@ struct RenderLimits {
 class Interpreter {
  public:
   explicit Interpreter(RenderLimits limits = {}) : limits_(limits) {}
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Throws Error on failure; position() then tells the innermost construct being run.
   std::string render(const Program& program, const Object& globals);
@@ -58,6 +62,9 @@ class Interpreter {
   int64_t n_steps_ = 0;
   int depth_ = 0;
   SourcePos pos_;  // the innermost construct being run, for error messages
+  // Every namespace() made: the only objects changed after they are made, so the only way a value can come
+  // to contain itself. Emptied when the render ends, which frees such cycles.
+  std::vector<std::weak_ptr<Object>> namespaces_;
 };
 
 }  // namespace rwd::tokenizer::jinja

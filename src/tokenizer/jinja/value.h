@@ -93,6 +93,7 @@ class Value {
   const std::string& undefined_hint() const { return string_; }
   Array& array() const { return *array_; }
   Object& object() const { return *object_; }
+  const std::shared_ptr<Object>& object_ptr() const { return object_; }
   const Function& function() const { return *function_; }
 
   // Python's bool(), str() (what {{ }} prints; undefined prints nothing), repr() and type name.
