@@ -296,7 +296,8 @@ void register_run(CLI::App& app, RunOptions& options, int& exit_code) {
   cmd->add_option("-b,--batch-size", options.engine.n_batch, "most tokens per forward")->capture_default_str();
   cmd->add_flag("--chat", options.chat, "apply the model's chat template to the prompt");
   cmd->add_option("--chat-template", options.engine.chat_template,
-                  "chat format when the model has none or another is wanted: chatml, gemma, llama3");
+                  "built-in chat template instead of the model's own tokenizer.chat_template: chatml, gemma, llama3 "
+                  "(a model without one gets ChatML, or Gemma's for Gemma files)");
   cmd->add_flag("--json", options.json, "print one JSON object with ids, text and timings");
   cmd->add_option("--top-logprobs", options.top_logprobs, "report the K most likely tokens per step")
       ->check(CLI::Range(0, 100));

@@ -68,7 +68,8 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
                   "most tokens per forward: the per-step budget that prompt chunks share with decoding slots")
       ->capture_default_str();
   cmd->add_option("--chat-template", options.engine.chat_template,
-                  "chat format when the model has none or another is wanted: chatml, gemma, llama3");
+                  "built-in chat template instead of the model's own tokenizer.chat_template: chatml, gemma, llama3 "
+                  "(a model without one gets ChatML, or Gemma's for Gemma files)");
   cmd->add_option("--cors", options.cors_origin,
                   "allow browser pages from this origin (e.g. https://app.example; \"*\": any page) to call the API; "
                   "default: none");

@@ -41,7 +41,7 @@ struct EngineOptions {
   // 0: no checkpoints (a slot's own state is still reused where it can be rewound to the divergence).
   int64_t cache_ram_mib = 0;
   int64_t checkpoint_every = 1024;  // with cache_ram_mib: a checkpoint every this many tokens of long prompts too
-  std::string chat_template;  // "chatml", "gemma" or "llama3"; empty: the family of the GGUF's template
+  std::string chat_template;  // a built-in template, "chatml", "gemma" or "llama3"; empty: the GGUF's own
   std::function<void(double fraction)> on_load_progress;  // may be empty
   // Tests only: called for every busy slot at each stage of a step ("propose", "forward", "verify", "sample");
   // an error fails that slot's request as a failure at that stage would. Empty in production.
@@ -193,7 +193,8 @@ class Engine {
 
   virtual Result<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos, bool parse_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
-  // Formats messages with the model's chat template and adds the assistant turn's opening.
+  // Renders messages with the model's Jinja chat template (or the built-in one chosen) and adds the assistant
+  // turn's opening; a leading BOS text is left out when tokenize() adds BOS itself.
   virtual Result<std::string> format_chat(const std::vector<ChatMessage>& messages) const = 0;
   virtual bool add_bos_default() const = 0;
 

@@ -11,7 +11,6 @@
 #include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/oracle.h"
-#include "tokenizer/chat_template.h"
 
 namespace rwd {
 
@@ -28,6 +27,31 @@ using Clock = std::chrono::steady_clock;
 
 // Speculative decode steps after which a plain step is timed again (see schedule_decode).
 constexpr int64_t kPlainRetimeSteps = 64;
+
+// The chat template: --chat-template's built-in, else the file's, else a fallback with a warning (Gemma's
+// for Gemma files, which often ship without one; ChatML otherwise, as llama-server falls back). The warning
+// goes to `warning`, for the first chat: a model used for plain completion has nothing to be warned about.
+Result<tokenizer::ChatTemplate> choose_chat_template(const EngineOptions& options, const tokenizer::Tokenizer& vocab,
+                                                     const std::string& architecture, std::string& warning) {
+  tokenizer::ChatSpecialTokens tokens;
+  if (vocab.bos_id() >= 0) tokens.bos = std::string(vocab.token_text(vocab.bos_id()));
+  if (vocab.eos_id() >= 0) tokens.eos = std::string(vocab.token_text(vocab.eos_id()));
+  tokens.tokenizer_adds_bos = vocab.add_bos_default();
+  if (!options.chat_template.empty()) return tokenizer::ChatTemplate::from_name(options.chat_template, tokens);
+  if (vocab.chat_template().empty()) {
+    const char* fallback = architecture.rfind("gemma", 0) == 0 ? "gemma" : "chatml";
+    warning = fmt::format("{}: no tokenizer.chat_template in the file; formatting chats as {} (choose with "
+                          "--chat-template)",
+                          options.model_path, fallback);
+    return tokenizer::ChatTemplate::from_name(fallback, tokens);
+  }
+  auto chat = tokenizer::ChatTemplate::from_jinja(vocab.chat_template(), tokens);
+  if (!chat) {
+    return chat.status().with_context(options.model_path + ": tokenizer.chat_template (a built-in can be chosen with "
+                                      "--chat-template chatml|gemma|llama3)");
+  }
+  return chat;
+}
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -119,6 +143,13 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   if (options.on_load_progress) options.on_load_progress(0.7);
   REWIND_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(engine->model_->file()));
   engine->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  auto chat = choose_chat_template(options, *engine->tokenizer_, engine->model_->hparams().arch,
+                                   engine->chat_template_warning_);
+  if (chat) {
+    engine->chat_template_ = std::move(chat).value();
+  } else {
+    engine->chat_template_status_ = chat.status();  // reported by format_chat: plain completion still works
+  }
   if (engine->tokenizer_->n_vocab() > engine->model_->hparams().n_vocab) {
     return Status::errorf("{}: tokenizer has {} tokens but the model's output has {} rows", options.model_path,
                           engine->tokenizer_->n_vocab(), engine->model_->hparams().n_vocab);
@@ -191,32 +222,20 @@ std::string EngineImpl::detokenize(const std::vector<int32_t>& ids) const {
 }
 
 Result<std::string> EngineImpl::format_chat(const std::vector<ChatMessage>& messages) const {
-  // Like llama.cpp's llama_chat_apply_template, the family's format is used as written, without a default
-  // system message that a template may insert (SmolLM2's makes its Q4_1 build answer nonsense); callers
-  // that want one pass it as the first message.
-  tokenizer::ChatFormat format = tokenizer::ChatFormat::chatml;
-  if (!options_.chat_template.empty()) {
-    REWIND_ASSIGN_OR_RETURN(tokenizer::ChatTemplate named, tokenizer::ChatTemplate::from_name(options_.chat_template));
-    format = named.format();
-  } else if (tokenizer_->chat_template().empty() && info_.architecture.rfind("gemma", 0) == 0) {
-    format = tokenizer::ChatFormat::gemma;  // Gemma GGUFs often ship without a template; their format is fixed
-  } else if (tokenizer_->chat_template().empty()) {
-    return Status::errorf(
-        "{}: the model has no chat template (tokenizer.chat_template); choose one with --chat-template "
-        "chatml|gemma|llama3",
-        options_.model_path);
-  } else {
-    auto detected = tokenizer::ChatTemplate::from_jinja(tokenizer_->chat_template());
-    if (!detected) return detected.status().with_context(options_.model_path);
-    format = detected->format();
+  // The template renders as the file carries it, default system text included (SmolLM2's, Qwen2.5's), as
+  // HF transformers and llama.cpp's Jinja path render it; `--chat-template NAME` picks a built-in instead.
+  if (!chat_template_) return chat_template_status_;
+  if (!chat_template_warning_.empty()) {
+    std::call_once(chat_template_warned_, [this] { log_warn("{}", chat_template_warning_); });
   }
-  static constexpr const char* kFormatNames[] = {"chatml", "gemma", "llama3"};
-  REWIND_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat,
-                          tokenizer::ChatTemplate::from_name(kFormatNames[static_cast<int>(format)]));
   std::vector<tokenizer::ChatMessage> converted;
   converted.reserve(messages.size());
-  for (const ChatMessage& message : messages) converted.push_back({message.role, message.content});
-  return chat.apply(converted, /*add_generation_prompt=*/true);
+  for (const ChatMessage& message : messages) {
+    tokenizer::ChatMessage& added = converted.emplace_back();
+    added.role = message.role;
+    added.content = message.content;
+  }
+  return chat_template_->apply(converted, /*add_generation_prompt=*/true);
 }
 
 bool EngineImpl::add_bos_default() const { return tokenizer_->add_bos_default(); }

@@ -6,6 +6,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -18,6 +20,7 @@
 #include "spec/proposer.h"
 #include "spec/verify.h"
 #include "state/model_state.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rwd::runtime {
@@ -93,6 +96,11 @@ class EngineImpl final : public Engine {
   ModelInfo info_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  // The chat template chosen at open (the file's, --chat-template's, or a fallback), or why there is none.
+  std::optional<tokenizer::ChatTemplate> chat_template_;
+  Status chat_template_status_;
+  std::string chat_template_warning_;  // said once, at the first chat formatted (a fallback was chosen)
+  mutable std::once_flag chat_template_warned_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<state::ModelState> state_;
   std::unique_ptr<model::ForwardContext> forward_;

@@ -1,162 +1,117 @@
-// Chat formatting by template family. Detection uses marker strings, as llama.cpp's llm_chat_detect_template
-// does; rendering follows the Jinja of each family's reference template (SmolLM2/Qwen ChatML, Gemma 3,
-// Llama 3.0) for text messages.
+// ChatTemplate: the variables a chat template gets, the built-in templates, and BOS handling.
 #include "tokenizer/chat_template.h"
 
-#include <fmt/format.h>
-
-#include "gguf/keys.h"
+#include "tokenizer/jinja/json_value.h"
 
 namespace rwd::tokenizer {
 namespace {
 
-constexpr std::string_view kChatmlSystemOpen = "<|im_start|>system";
-constexpr std::string_view kChatmlEnd = "<|im_end|>";
+// Built-in templates, written for rewind, rendering what each family's reference template renders for text
+// messages. Gemma and Llama 3 start with bos_token as their reference templates do.
+constexpr std::string_view kChatml = R"({%- for message in messages -%}
+<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt -%}
+<|im_start|>assistant
+{% endif -%}
+)";
 
-bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+constexpr std::string_view kGemma = R"({{- bos_token }}
+{%- if messages and messages[0].role == 'system' -%}
+    {%- set first_user_prefix = messages[0].content ~ '\n\n' -%}
+    {%- set turns = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = '' -%}
+    {%- set turns = messages -%}
+{%- endif -%}
+{%- for message in turns -%}
+    {%- if (message.role == 'user') != (loop.index0 % 2 == 0) -%}
+        {{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/... after an optional system message') -}}
+    {%- endif -%}
+<start_of_turn>{{ 'model' if message.role == 'assistant' else message.role }}
+{{ (first_user_prefix if loop.first else '') ~ message.content | trim }}<end_of_turn>
+{% endfor -%}
+{%- if add_generation_prompt -%}
+<start_of_turn>model
+{% endif -%}
+)";
 
-// Jinja's `trim` as llama.cpp's template engine applies it: ASCII whitespace at both ends.
-std::string_view trim(std::string_view text) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  const size_t begin = text.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  return text.substr(begin, text.find_last_not_of(kSpace) + 1 - begin);
-}
+constexpr std::string_view kLlama3 = R"({{- bos_token }}
+{%- for message in messages -%}
+<|start_header_id|>{{ message.role }}<|end_header_id|>
 
-// A ChatML template may carry a whole default system turn as one string literal, e.g. SmolLM2's
-// '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, ...<|im_end|>\n'. Returns its text, or
-// "" when no literal holds a complete turn (a literal that ends before <|im_end|> is followed by a variable).
-std::string find_default_system(std::string_view jinja) {
-  size_t pos = 0;
-  while ((pos = jinja.find(kChatmlSystemOpen, pos)) != std::string_view::npos) {
-    const char quote = pos > 0 ? jinja[pos - 1] : '\0';
-    size_t at = pos + kChatmlSystemOpen.size();
-    pos = at;
-    if (quote != '\'' && quote != '"') continue;
-    if (jinja.substr(at, 1) == "\n") {
-      at += 1;
-    } else if (jinja.substr(at, 2) == "\\n") {
-      at += 2;
-    } else {
-      continue;
-    }
-    std::string text;
-    bool complete = false;
-    while (at < jinja.size()) {
-      if (jinja.substr(at, kChatmlEnd.size()) == kChatmlEnd) {
-        complete = true;
-        break;
-      }
-      const char c = jinja[at];
-      if (c == quote) break;
-      if (c == '\\' && at + 1 < jinja.size()) {
-        const char escaped = jinja[at + 1];
-        text.push_back(escaped == 'n' ? '\n' : escaped == 't' ? '\t' : escaped);
-        at += 2;
-        continue;
-      }
-      text.push_back(c);
-      ++at;
-    }
-    if (complete && !text.empty()) return text;
-  }
-  return "";
-}
+{{ message.content | trim }}<|eot_id|>
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+<|start_header_id|>assistant<|end_header_id|>
 
-Status not_recognised(std::string_view jinja, std::string_view why) {
-  const std::string_view head = jinja.substr(0, 60);
-  return Status::errorf(
-      "chat template not recognised ({}; {} begins '{}'): rewind renders ChatML, Gemma and Llama 3 templates; "
-      "choose one explicitly (chatml, gemma, llama3)",
-      why, gguf::kTokenizerChatTemplate, head);
-}
+{% endif -%}
+)";
 
-std::string render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                          const std::string& default_system) {
-  std::string out;
-  if (!messages.empty() && messages[0].role != "system" && !default_system.empty()) {
-    out += fmt::format("<|im_start|>system\n{}<|im_end|>\n", default_system);
-  }
-  for (const ChatMessage& message : messages) {
-    out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", message.role, message.content);
-  }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
-}
-
-Result<std::string> render_gemma(std::span<const ChatMessage> messages, bool add_generation_prompt) {
-  std::string out;
-  std::string first_user_prefix;
-  size_t first = 0;
-  if (!messages.empty() && messages[0].role == "system") {
-    first_user_prefix = messages[0].content + "\n\n";
-    first = 1;
-  }
-  for (size_t i = first; i < messages.size(); ++i) {
-    const ChatMessage& message = messages[i];
-    const size_t turn = i - first;
-    if ((message.role == "user") != (turn % 2 == 0)) {
-      return Status::errorf(
-          "gemma chat template: conversation roles must alternate user/assistant/user/assistant/... after an "
-          "optional system message, but message {} has role '{}'",
-          i, message.role);
-    }
-    const std::string_view role = message.role == "assistant" ? std::string_view("model") : message.role;
-    out += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", role, turn == 0 ? first_user_prefix : "",
-                       trim(message.content));
-  }
-  if (add_generation_prompt) out += "<start_of_turn>model\n";
-  return out;
-}
-
-std::string render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt) {
-  std::string out;
-  for (const ChatMessage& message : messages) {
-    out += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", message.role, trim(message.content));
-  }
-  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
+nlohmann::ordered_json message_json(const ChatMessage& message) {
+  nlohmann::ordered_json json = {{"role", message.role}, {"content", message.content}};
+  if (!message.reasoning_content.empty()) json["reasoning_content"] = message.reasoning_content;
+  if (!message.tool_calls.is_null()) json["tool_calls"] = message.tool_calls;
+  if (!message.tool_call_id.empty()) json["tool_call_id"] = message.tool_call_id;
+  return json;
 }
 
 }  // namespace
 
-Result<ChatTemplate> ChatTemplate::from_jinja(std::string_view jinja) {
-  if (trim(jinja).empty()) {
-    return Status::errorf(
-        "chat template not recognised: the model file has no {}; choose one explicitly (chatml, gemma, llama3)",
-        gguf::kTokenizerChatTemplate);
-  }
-  if (contains(jinja, "<|im_start|>")) {
-    // Same exclusions as llama.cpp: Phi-4 and SmolVLM use <|im_start|> but are not ChatML.
-    if (contains(jinja, "<|im_sep|>")) return not_recognised(jinja, "Phi-4 style <|im_sep|>");
-    if (contains(jinja, "<end_of_utterance>")) return not_recognised(jinja, "SmolVLM style <end_of_utterance>");
-    return ChatTemplate(ChatFormat::chatml, find_default_system(jinja));
-  }
-  if (contains(jinja, "<start_of_turn>")) return ChatTemplate(ChatFormat::gemma, "");
-  if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>")) {
-    // Llama 3.1+ templates add a dated system preamble that the 3.0 rendering would silently omit.
-    if (contains(jinja, "Cutting Knowledge Date")) {
-      return not_recognised(jinja, "Llama 3.1+ template with a knowledge-date system preamble");
-    }
-    return ChatTemplate(ChatFormat::llama3, "");
-  }
-  return not_recognised(jinja, "no ChatML, Gemma or Llama 3 markers");
+std::string_view ChatTemplate::builtin_source(std::string_view name) {
+  if (name == "chatml") return kChatml;
+  if (name == "gemma") return kGemma;
+  if (name == "llama3") return kLlama3;
+  return {};
 }
 
-Result<ChatTemplate> ChatTemplate::from_name(std::string_view name) {
-  if (name == "chatml") return ChatTemplate(ChatFormat::chatml, "");
-  if (name == "gemma") return ChatTemplate(ChatFormat::gemma, "");
-  if (name == "llama3") return ChatTemplate(ChatFormat::llama3, "");
-  return Status::errorf("chat format '{}' is not known (known: chatml, gemma, llama3)", name);
+Result<ChatTemplate> ChatTemplate::from_jinja(std::string_view jinja, ChatSpecialTokens tokens) {
+  auto compiled = jinja::Template::compile(jinja);
+  if (!compiled) return compiled.status().with_context("chat template");
+  return ChatTemplate(std::move(compiled).value(), std::move(tokens));
+}
+
+Result<ChatTemplate> ChatTemplate::from_name(std::string_view name, ChatSpecialTokens tokens) {
+  const std::string_view source = builtin_source(name);
+  if (source.empty()) return Status::errorf("chat template '{}' is not known (known: chatml, gemma, llama3)", name);
+  auto compiled = jinja::Template::compile(source);
+  if (!compiled) return compiled.status().with_context(fmt::format("built-in chat template {}", name));
+  return ChatTemplate(std::move(compiled).value(), std::move(tokens));
 }
 
 Result<std::string> ChatTemplate::apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
-  switch (format_) {
-    case ChatFormat::chatml: return render_chatml(messages, add_generation_prompt, default_system_);
-    case ChatFormat::gemma: return render_gemma(messages, add_generation_prompt);
-    case ChatFormat::llama3: return render_llama3(messages, add_generation_prompt);
+  ChatInputs inputs;
+  for (const ChatMessage& message : messages) inputs.messages.push_back(message_json(message));
+  inputs.add_generation_prompt = add_generation_prompt;
+  return apply(inputs);
+}
+
+Result<std::string> ChatTemplate::apply(const ChatInputs& inputs) const {
+  // The variables and their order follow transformers' apply_chat_template: absent tools and documents are
+  // None (so `tools is defined` holds, as there), special tokens by name, extra variables last.
+  jinja::Object globals;
+  try {  // value_from_json refuses JSON nested deeper than jinja::kMaxValueDepth with a jinja::Error
+    globals.set("messages", jinja::value_from_json(inputs.messages));
+    globals.set("tools", jinja::value_from_json(inputs.tools));
+    globals.set("documents", jinja::value_from_json(inputs.documents));
+    for (const auto& [key, value] : inputs.extra.items()) globals.set(key, jinja::value_from_json(value));
+  } catch (const jinja::Error& error) {
+    return Status::errorf("chat template inputs: {}", error.message());
   }
-  return Status::error("chat template: unknown format");
+  globals.set("add_generation_prompt", jinja::Value(inputs.add_generation_prompt));
+  globals.set("bos_token", jinja::Value(tokens_.bos));
+  globals.set("eos_token", jinja::Value(tokens_.eos));
+  auto text = compiled_.render(globals);
+  if (!text) return text.status().with_context("chat template");
+  // Templates such as Gemma's and Llama 3's start with {{ bos_token }}, written for tokenizers that do not
+  // add BOS themselves (HF renders and tokenizes with add_special_tokens=False). rewind encodes chat prompts
+  // with add_bos_default(), so where the tokenizer adds BOS the text's copy would make a second BOS token;
+  // drop it, as llama.cpp does for the same reason.
+  if (tokens_.tokenizer_adds_bos && !tokens_.bos.empty() && text->compare(0, tokens_.bos.size(), tokens_.bos) == 0) {
+    text->erase(0, tokens_.bos.size());
+  }
+  return text;
 }
 
 }  // namespace rwd::tokenizer

@@ -1,53 +1,65 @@
-// ChatTemplate: turns a conversation into the prompt text a model was trained on, for the template families
-// rewind recognises in a GGUF's tokenizer.chat_template (ChatML, Gemma, Llama 3). It reproduces what the
-// model's Jinja template renders for plain text messages, without running Jinja; tools, images and
-// reasoning fields are not supported. BOS is never part of the text: encode it with add_bos_default().
+// ChatTemplate: turns a conversation into the prompt text a model was trained on by running the model's own
+// Jinja chat template (tokenizer.chat_template) in rewind's interpreter (tokenizer/jinja/), with the
+// variables HF transformers passes: messages, tools, documents, add_generation_prompt, bos_token, eos_token.
+// Built-in templates stand in for files without one (chatml, gemma, llama3). BOS is left out of the text when
+// the tokenizer adds it as a token. Parsing tool calls out of the model's reply is not done here.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "base/status.h"
+#include "tokenizer/jinja/template.h"
 
 namespace rwd::tokenizer {
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
+  std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+  std::string reasoning_content;      // the assistant's thinking; empty: none (not passed to the template)
+  nlohmann::ordered_json tool_calls;  // null: none; else [{"type": "function", "function": {"name", "arguments"}}]
+  std::string tool_call_id;           // role "tool": the call this answers; empty: none
 };
 
-enum class ChatFormat {
-  chatml,  // <|im_start|>role\ncontent<|im_end|>\n (SmolLM2, Qwen)
-  gemma,   // <start_of_turn>user\ncontent<end_of_turn>\n, assistant -> "model", system folded into the first turn
-  llama3,  // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> (Llama 3.0)
+// Everything a template sees, as JSON in HF's message format (content may also be a list of parts).
+struct ChatInputs {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;      // null (None in the template) or a list of tool schemas
+  nlohmann::ordered_json documents;  // null or a list of documents (Granite-style RAG templates)
+  bool add_generation_prompt = true;
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // more variables, e.g. enable_thinking
+};
+
+// The vocabulary's special-token texts, and whether encoding adds BOS by itself (add_bos_default()).
+struct ChatSpecialTokens {
+  std::string bos;
+  std::string eos;
+  bool tokenizer_adds_bos = false;
 };
 
 class ChatTemplate {
  public:
-  // Recognises the family of a Jinja template. An empty or unrecognised template is an error that says so
-  // and names the formats that can be chosen explicitly with from_name().
-  static Result<ChatTemplate> from_jinja(std::string_view jinja);
-  // "chatml", "gemma" or "llama3" (for models whose file carries no template).
-  static Result<ChatTemplate> from_name(std::string_view name);
-
-  ChatFormat format() const { return format_; }
-  // The system message a ChatML template inserts when the conversation does not start with one (taken from
-  // the template text, e.g. SmolLM2's); empty when it has none.
-  const std::string& default_system() const { return default_system_; }
+  // Compiles a Jinja template; errors name the line and column (e.g. a feature rewind does not support).
+  static Result<ChatTemplate> from_jinja(std::string_view jinja, ChatSpecialTokens tokens = {});
+  // A built-in template by name: "chatml", "gemma" or "llama3".
+  static Result<ChatTemplate> from_name(std::string_view name, ChatSpecialTokens tokens = {});
+  // The Jinja text of a built-in template; empty for an unknown name.
+  static std::string_view builtin_source(std::string_view name);
 
   // The prompt text for `messages`, ending with the opening of the assistant's turn when
-  // `add_generation_prompt`. Errors where the template would raise (Gemma: roles must alternate
-  // user/assistant after an optional leading system message).
+  // `add_generation_prompt`. Errors where the template raises (e.g. Gemma's role alternation).
   Result<std::string> apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  Result<std::string> apply(const ChatInputs& inputs) const;
 
  private:
-  ChatTemplate(ChatFormat format, std::string default_system)
-      : format_(format), default_system_(std::move(default_system)) {}
+  ChatTemplate(jinja::Template compiled, ChatSpecialTokens tokens)
+      : compiled_(std::move(compiled)), tokens_(std::move(tokens)) {}
 
-  ChatFormat format_;
-  std::string default_system_;
+  jinja::Template compiled_;
+  ChatSpecialTokens tokens_;
 };
 
 }  // namespace rwd::tokenizer

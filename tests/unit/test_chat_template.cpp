@@ -1,13 +1,14 @@
 // links: rewind_tokenizer
 // Chat formatting: the prompt text and ids llama.cpp produced for SmolLM2 (Jinja engine on the GGUF's
 // template, and its built-in ChatML) and Gemma 3 (built-in gemma) in tests/data/tokenizer/chat_prompts.json;
-// then each family's template semantics written out by hand (default system text, system folding, trimming,
-// role alternation) and the detection errors.
+// then the built-in templates (system folding, trimming, role alternation), BOS handling and the errors.
+// The interpreter itself is judged against jinja2 in test_jinja.cpp.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,20 +27,30 @@ Tokenizer load_tokenizer(const std::string& relative_path) {
   return std::move(tokenizer).value();
 }
 
+std::vector<ChatMessage> text_messages(std::initializer_list<std::pair<const char*, const char*>> turns) {
+  std::vector<ChatMessage> messages;
+  for (const auto& [role, content] : turns) {
+    ChatMessage& message = messages.emplace_back();
+    message.role = role;
+    message.content = content;
+  }
+  return messages;
+}
+
 std::string apply_ok(const ChatTemplate& chat, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
   auto text = chat.apply(messages, add_generation_prompt);
   EXPECT_TRUE(text.is_ok()) << text.status().message();
   return text.is_ok() ? *text : std::string("<apply failed>");
 }
 
-ChatTemplate from_jinja_ok(std::string_view jinja) {
-  auto chat = ChatTemplate::from_jinja(jinja);
+ChatTemplate from_jinja_ok(std::string_view jinja, ChatSpecialTokens tokens = {}) {
+  auto chat = ChatTemplate::from_jinja(jinja, std::move(tokens));
   EXPECT_TRUE(chat.is_ok()) << chat.status().message();
   return std::move(chat).value();
 }
 
-ChatTemplate from_name_ok(std::string_view name) {
-  auto chat = ChatTemplate::from_name(name);
+ChatTemplate from_name_ok(std::string_view name, ChatSpecialTokens tokens = {}) {
+  auto chat = ChatTemplate::from_name(name, std::move(tokens));
   EXPECT_TRUE(chat.is_ok()) << chat.status().message();
   return std::move(chat).value();
 }
@@ -59,10 +70,16 @@ TEST(ChatTemplate, MatchesLlamaCppPromptsAndIds) {
     SCOPED_TRACE(prompt.at("reference").get<std::string>());
     if (format != "text") {
       std::vector<ChatMessage> messages;
-      for (const auto& message : prompt.at("messages")) messages.push_back({message.at("role"), message.at("content")});
-      const ChatTemplate chat = format == "jinja"          ? from_jinja_ok(tokenizer.chat_template())
-                                : format == "builtin:gemma" ? from_name_ok("gemma")
-                                                            : from_name_ok("chatml");
+      for (const auto& message : prompt.at("messages")) {
+        ChatMessage& added = messages.emplace_back();
+        added.role = message.at("role");
+        added.content = message.at("content");
+      }
+      ChatSpecialTokens tokens{std::string(tokenizer.token_text(tokenizer.bos_id())),
+                               std::string(tokenizer.token_text(tokenizer.eos_id())), tokenizer.add_bos_default()};
+      const ChatTemplate chat = format == "jinja"            ? from_jinja_ok(tokenizer.chat_template(), tokens)
+                                : format == "builtin:gemma" ? from_name_ok("gemma", tokens)
+                                                            : from_name_ok("chatml", tokens);
       EXPECT_EQ(apply_ok(chat, messages, prompt.at("add_generation_prompt")), expected_text);
       ++n_chat;
     }
@@ -78,61 +95,49 @@ TEST(ChatTemplate, MatchesLlamaCppPromptsAndIds) {
 TEST(ChatTemplate, SmolLm2DefaultSystemComesFromTheTemplate) {
   const Tokenizer tokenizer = load_tokenizer("vocab/smollm2-vocab.gguf");
   const ChatTemplate chat = from_jinja_ok(tokenizer.chat_template());
-  EXPECT_EQ(chat.format(), ChatFormat::chatml);
-  EXPECT_EQ(chat.default_system(), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
   // With a system message of its own, the template inserts nothing; roles and contents are copied verbatim.
-  EXPECT_EQ(apply_ok(chat, {{"system", "Be brief. "}, {"user", " hi"}, {"assistant", "hello"}, {"user", "bye"}}, false),
+  EXPECT_EQ(apply_ok(chat, text_messages({{"system", "Be brief. "}, {"user", " hi"}, {"assistant", "hello"}, {"user", "bye"}}),
+                     false),
             "<|im_start|>system\nBe brief. <|im_end|>\n<|im_start|>user\n hi<|im_end|>\n"
             "<|im_start|>assistant\nhello<|im_end|>\n<|im_start|>user\nbye<|im_end|>\n");
-  EXPECT_EQ(apply_ok(chat, {{"user", "a"}}, true),
+  EXPECT_EQ(apply_ok(chat, text_messages({{"user", "a"}}), true),
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
             "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n");
   // No messages: the template's loop never runs, so no default system either.
   EXPECT_EQ(apply_ok(chat, {}, true), "<|im_start|>assistant\n");
 }
 
-TEST(ChatTemplate, DefaultSystemOnlyFromACompleteLiteral) {
-  // Qwen2.5's template (abridged): the first '<|im_start|>system\n' literal is followed by a variable; the
-  // default turn is the later literal, written with escaped newlines.
-  const std::string qwen25 =
-      "{%- if messages[0]['role'] == 'system' %}\n"
-      "    {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
-      "{%- else %}\n"
-      "    {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
-      "assistant.<|im_end|>\\n' }}\n"
-      "{%- endif %}";
-  EXPECT_EQ(from_jinja_ok(qwen25).default_system(),
-            "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-  // Qwen3-style: no literal default at all.
-  const std::string qwen3 =
-      "{%- if messages[0].role == 'system' %}{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
-      "{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
-      "'<|im_end|>' + '\\n' }}{%- endfor %}";
-  const ChatTemplate chat = from_jinja_ok(qwen3);
-  EXPECT_EQ(chat.default_system(), "");
-  EXPECT_EQ(apply_ok(chat, {{"user", "x"}}, true), "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+// The built-in templates are the texts in tests/data/chat_templates/builtin-*.jinja, which test_jinja.cpp
+// renders against jinja2's outputs.
+TEST(ChatTemplate, BuiltinSourcesAreTheTestedFiles) {
+  for (const char* name : {"chatml", "gemma", "llama3"}) {
+    std::ifstream in(std::string(REWIND_TEST_DATA) + "/chat_templates/builtin-" + name + ".jinja");
+    ASSERT_TRUE(in.good()) << name;
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(ChatTemplate::builtin_source(name), text.str()) << name;
+  }
+  EXPECT_EQ(ChatTemplate::builtin_source("vicuna"), "");
 }
 
-// Gemma 3's template: system content + "\n\n" opens the first user turn, contents are trimmed, "assistant" is
-// "model", and roles must alternate user/model.
+// Gemma 3: system content + "\n\n" opens the first user turn, contents are trimmed, "assistant" is "model".
 TEST(ChatTemplate, GemmaFoldsSystemIntoFirstTurn) {
-  const ChatTemplate chat = from_jinja_ok("{{ bos_token }}{% for message in messages %}<start_of_turn>...");
-  EXPECT_EQ(chat.format(), ChatFormat::gemma);
-  EXPECT_EQ(apply_ok(chat, {{"system", "Answer in French."}, {"user", "  Hi there \n"}, {"assistant", " Salut ! "},
-                            {"user", "Ça va ?"}},
+  const ChatTemplate chat = from_name_ok("gemma");
+  EXPECT_EQ(apply_ok(chat, text_messages({{"system", "Answer in French."}, {"user", "  Hi there \n"}, {"assistant", " Salut ! "},
+                                          {"user", "Ça va ?"}}),
                      true),
             "<start_of_turn>user\nAnswer in French.\n\nHi there<end_of_turn>\n"
             "<start_of_turn>model\nSalut !<end_of_turn>\n"
             "<start_of_turn>user\nÇa va ?<end_of_turn>\n"
             "<start_of_turn>model\n");
-  EXPECT_EQ(apply_ok(chat, {{"user", "q"}}, false), "<start_of_turn>user\nq<end_of_turn>\n");
+  EXPECT_EQ(apply_ok(chat, text_messages({{"user", "q"}}), false), "<start_of_turn>user\nq<end_of_turn>\n");
 }
 
 TEST(ChatTemplate, GemmaRejectsNonAlternatingRoles) {
   const ChatTemplate chat = from_name_ok("gemma");
   for (const std::vector<ChatMessage>& messages :
-       {std::vector<ChatMessage>{{"user", "a"}, {"user", "b"}}, std::vector<ChatMessage>{{"assistant", "a"}},
-        std::vector<ChatMessage>{{"system", "s"}, {"assistant", "a"}}}) {
+       {text_messages({{"user", "a"}, {"user", "b"}}), text_messages({{"assistant", "a"}}),
+        text_messages({{"system", "s"}, {"assistant", "a"}})}) {
     auto text = chat.apply(messages, true);
     ASSERT_FALSE(text.is_ok());
     EXPECT_NE(text.status().message().find("alternate"), std::string::npos) << text.status().message();
@@ -140,33 +145,70 @@ TEST(ChatTemplate, GemmaRejectsNonAlternatingRoles) {
 }
 
 TEST(ChatTemplate, Llama3TrimsContents) {
-  const ChatTemplate chat = from_jinja_ok(
-      "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | "
-      "trim + '<|eot_id|>' %}");
-  EXPECT_EQ(chat.format(), ChatFormat::llama3);
-  EXPECT_EQ(apply_ok(chat, {{"system", " sys "}, {"user", "\thello\n"}}, true),
+  const ChatTemplate chat = from_name_ok("llama3");
+  EXPECT_EQ(apply_ok(chat, text_messages({{"system", " sys "}, {"user", "\thello\n"}}), true),
             "<|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nhello<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-TEST(ChatTemplate, UnrecognisedTemplatesAreClearErrors) {
-  const std::vector<std::string> templates = {
-      "",
-      "   \n",
-      "{% for m in messages %}{{ m.content }}{% endfor %}",
-      "{{'<|im_start|>' + message['role'] + '<|im_sep|>'}}",
-      "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023",
-  };
-  for (const std::string& jinja : templates) {
-    auto chat = ChatTemplate::from_jinja(jinja);
-    ASSERT_FALSE(chat.is_ok()) << jinja;
-    EXPECT_NE(chat.status().message().find("not recognised"), std::string::npos) << chat.status().message();
-    EXPECT_NE(chat.status().message().find("chatml"), std::string::npos) << chat.status().message();
+// A template that starts with {{ bos_token }} loses that text when the tokenizer adds BOS itself, and keeps
+// it otherwise; BOS text elsewhere is never touched.
+TEST(ChatTemplate, LeadingBosTextOnlyWhenTheTokenizerDoesNotAddIt) {
+  const std::vector<ChatMessage> messages = text_messages({{"user", "q"}});
+  const ChatTemplate adds = from_name_ok("gemma", {"<bos>", "<eos>", true});
+  EXPECT_EQ(apply_ok(adds, messages, false), "<start_of_turn>user\nq<end_of_turn>\n");
+  const ChatTemplate keeps = from_name_ok("gemma", {"<bos>", "<eos>", false});
+  EXPECT_EQ(apply_ok(keeps, messages, false), "<bos><start_of_turn>user\nq<end_of_turn>\n");
+  const ChatTemplate twice = from_jinja_ok("{{ bos_token }}x{{ bos_token }}{{ eos_token }}", {"<s>", "</s>", true});
+  EXPECT_EQ(apply_ok(twice, messages, false), "x<s></s>");
+}
+
+// Tool calls and reasoning reach the template as HF passes them.
+TEST(ChatTemplate, RicherMessagesReachTheTemplate) {
+  const ChatTemplate chat = from_jinja_ok(
+      "{% for m in messages %}{{ m.role }}:{{ m.content }}"
+      "{% if m.reasoning_content is defined %}[r={{ m.reasoning_content }}]{% endif %}"
+      "{% for c in m.tool_calls | default([]) %}[{{ c.function.name }}({{ c.function.arguments | tojson }})]{% endfor %}"
+      "{% if m.tool_call_id is defined %}[id={{ m.tool_call_id }}]{% endif %};{% endfor %}"
+      "{{ tools is none }}");
+  std::vector<ChatMessage> messages = text_messages({{"user", "u"}, {"assistant", ""}, {"tool", "18C"}});
+  messages[1].reasoning_content = "think";
+  messages[1].tool_calls = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "weather", "arguments": {"city": "Paris", "days": 2}}}])");
+  messages[2].tool_call_id = "call_1";
+  EXPECT_EQ(apply_ok(chat, messages, false),
+            "user:u;assistant:[r=think][weather({\"city\": \"Paris\", \"days\": 2})];tool:18C[id=call_1];True");
+}
+
+// Tool schemas come from requests; one nested absurdly deep is refused, not recursed into.
+TEST(ChatTemplate, DeeplyNestedInputsAreRefused) {
+  const ChatTemplate chat = from_jinja_ok("{{ tools | tojson }}");
+  ChatInputs inputs;
+  inputs.tools = nlohmann::ordered_json::array();
+  nlohmann::ordered_json* innermost = &inputs.tools;
+  for (int i = 0; i < 5000; ++i) {
+    innermost->push_back(nlohmann::ordered_json::array());
+    innermost = &innermost->back();
   }
+  auto text = chat.apply(inputs);
+  ASSERT_FALSE(text.is_ok());
+  EXPECT_NE(text.status().message().find("nested deeper than"), std::string::npos) << text.status().message();
+  inputs.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  auto shallow = chat.apply(inputs);
+  ASSERT_TRUE(shallow.is_ok()) << shallow.status().message();
+  EXPECT_EQ(*shallow, R"([{"type": "function", "function": {"name": "f"}}])");
+}
+
+TEST(ChatTemplate, BrokenTemplatesAreClearErrors) {
+  auto unterminated = ChatTemplate::from_jinja("line one\n{% for m in messages %}{{ m.content }}");
+  ASSERT_FALSE(unterminated.is_ok());
+  EXPECT_NE(unterminated.status().message().find("line 2, column 1"), std::string::npos) << unterminated.status().message();
+  EXPECT_NE(unterminated.status().message().find("endfor"), std::string::npos) << unterminated.status().message();
   auto named = ChatTemplate::from_name("vicuna");
   ASSERT_FALSE(named.is_ok());
   EXPECT_NE(named.status().message().find("'vicuna'"), std::string::npos) << named.status().message();
+  EXPECT_NE(named.status().message().find("chatml"), std::string::npos) << named.status().message();
 }
 
 }  // namespace
