@@ -2,7 +2,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
+#include <ctime>
 #include <thread>
 
 #include "commands.h"
@@ -20,6 +22,8 @@ int serve(const ServeOptions& options) {
   server_options.cors_origin = options.cors_origin;
   server_options.max_queue = options.max_queue;
   server_options.timeout_seconds = options.timeout_seconds;
+  server_options.read_timeout_seconds = options.read_timeout_seconds;
+  server_options.max_connections = options.max_connections;
   server_options.model_alias = options.alias;
   auto created = server::Server::create(server_options);
   if (!created) return report_error(created.status().message());
@@ -31,19 +35,34 @@ int serve(const ServeOptions& options) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::atomic<bool> server_stopping{false};
   const Status started = server.start();
   if (!started) return report_error(started.message());
   std::fprintf(stderr, "rewind serve: listening on http://%s:%d (model loading; GET /health says when ready)\n",
                options.host.c_str(), server.port());
+  // SIGTERM (what systemd and Kubernetes send) drains: admitted requests finish, new ones get 503 so a load
+  // balancer retries them elsewhere, then the server exits; a second signal, or SIGINT, or the drain timeout
+  // stops at once, ending open requests with an error.
   std::thread signal_waiter([&] {
     int received = 0;
     sigwait(&stop_signals, &received);
-    std::fprintf(stderr, "rewind serve: %s, stopping\n", received == SIGINT ? "interrupted" : "terminated");
+    if (received == SIGTERM && !server_stopping.load()) {
+      std::fprintf(stderr, "rewind serve: terminated, draining (up to %d s; send it again to stop now)\n",
+                   options.drain_timeout_seconds);
+      server.drain();
+      const timespec drain_timeout{options.drain_timeout_seconds, 0};
+      if (sigtimedwait(&stop_signals, nullptr, &drain_timeout) < 0 && !server_stopping.load()) {
+        std::fprintf(stderr, "rewind serve: drain timed out, stopping\n");
+      }
+    } else if (!server_stopping.load()) {
+      std::fprintf(stderr, "rewind serve: %s, stopping\n", received == SIGINT ? "interrupted" : "terminated");
+    }
     server.stop();
   });
   const Status ended = server.wait();
+  server_stopping = true;
   server.stop();
-  // Wake the signal thread if it is still waiting (the server stopped on its own after a failure).
+  // Wake the signal thread if it is still waiting (a drain ended, or the server stopped after a failure).
   pthread_kill(signal_waiter.native_handle(), SIGTERM);
   signal_waiter.join();
   if (!ended) return report_error(ended.message());
@@ -76,8 +95,19 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
   cmd->add_option("--api-key", options.api_key, "require Authorization: Bearer KEY on /v1, /metrics and /slots");
   cmd->add_option("--max-queue", options.max_queue, "requests waiting for a slot before answering 429")
       ->capture_default_str();
-  cmd->add_option("--timeout", options.timeout_seconds, "socket read and write timeout in seconds")
+  cmd->add_option("--timeout", options.timeout_seconds,
+                  "seconds a client may go without reading its answer before the connection is dropped")
       ->capture_default_str();
+  cmd->add_option("--read-timeout", options.read_timeout_seconds,
+                  "seconds a client may go without sending while its request is read (slow senders are cut off)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", options.max_connections,
+                  "open connections served at once, one thread each; beyond, 503 (raised toward ulimit -n as needed)")
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", options.drain_timeout_seconds,
+                  "on SIGTERM, seconds to let admitted requests finish before stopping")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
   cmd->add_option("--cache-ram", options.engine.cache_ram_mib,
                   "MiB of host memory for prompt-reuse checkpoints of the recurrent state (0: none; a slot's own "
                   "state is reused either way)")

@@ -93,6 +93,9 @@ struct ServeOptions {
   std::string api_key;
   int max_queue = 64;
   int timeout_seconds = 600;
+  int read_timeout_seconds = 30;
+  int max_connections = 1024;
+  int drain_timeout_seconds = 600;
   std::string alias;
   std::string cors_origin;
 };

@@ -17,7 +17,9 @@ struct ServerOptions {
   int port = 8080;                  // 0: any free port (see Server::port)
   std::string api_key;              // non-empty: /v1, /metrics and /slots need "Authorization: Bearer <key>"
   int max_queue = 64;               // requests waiting for a slot before 429
-  int timeout_seconds = 600;        // socket read and write timeout
+  int timeout_seconds = 600;        // socket write timeout: a client that stops reading its answer
+  int read_timeout_seconds = 30;    // a request's headers and body, per read: slow senders lose the connection
+  int max_connections = 1024;       // open connections served at once; beyond, 503 (bounded by the fd limit)
   size_t max_body_bytes = 8 << 20;  // larger bodies get 413
   std::string model_alias;          // the model id clients see; default: the GGUF's name or file name
   std::string cors_origin;          // a web origin allowed to call the API from a browser ("*": any); empty: none
@@ -30,8 +32,11 @@ class Server {
   // Binds the socket and starts answering; the model loads in the background (/health says 503 meanwhile).
   virtual Status start() = 0;
   virtual int port() const = 0;
-  // Blocks until stop() or a fatal engine failure; returns what failed, if anything.
+  // Blocks until stop(), the end of a drain, or a fatal engine failure; returns what failed, if anything.
   virtual Status wait() = 0;
+  // Stops admitting generation requests (503, and /health says "draining" so a load balancer moves away) and
+  // lets the admitted ones finish; wait() returns once none is left. Call stop() after, or to cut it short.
+  virtual void drain() = 0;
   virtual void stop() = 0;
 };
 

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -15,6 +17,7 @@
 #include "base/log.h"
 #include "server/api.h"
 #include "server/chat_page.h"
+#include "server/connection_pool.h"
 #include "server/engine_loop.h"
 #include "server/generation.h"
 #include "server/metrics.h"
@@ -53,6 +56,35 @@ const char* status_type(int status) {
     case 503: return "unavailable_error";
     default: return status >= 500 ? "server_error" : "invalid_request_error";
   }
+}
+
+// Connections the kernel holds for accept(): nginx's default.
+constexpr int kListenBacklog = 511;
+
+// Threads that answer the connections beyond the cap with a 503: few, since each answer is immediate.
+constexpr size_t kOverflowThreads = 2;
+
+// File descriptors kept free of connections: the model file, the listening socket, logs, the loader's files.
+constexpr rlim_t kReservedFds = 64;
+
+// The connection cap the process's file-descriptor limit allows: the soft limit is raised toward the hard one
+// when needed, and the cap lowered (with a warning) when even that is too few.
+size_t connection_cap(size_t wanted) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return wanted;
+  const rlim_t needed = static_cast<rlim_t>(wanted + kOverflowThreads) + kReservedFds;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? needed : std::min(needed, limit.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return wanted;
+  const size_t allowed = limit.rlim_cur > kReservedFds + kOverflowThreads + 1
+                             ? static_cast<size_t>(limit.rlim_cur - kReservedFds) - kOverflowThreads
+                             : 1;
+  log_warn("max-connections {} lowered to {}: the process may open {} files (ulimit -n)", wanted, allowed,
+           static_cast<uint64_t>(limit.rlim_cur));
+  return allowed;
 }
 
 // Held by whatever answers an admitted request; the last holder gives the place back.
@@ -95,6 +127,7 @@ class HttpServer final : public Server {
   Status start() override;
   int port() const override { return port_; }
   Status wait() override;
+  void drain() override;
   void stop() override;
 
  private:
@@ -127,6 +160,9 @@ class HttpServer final : public Server {
   std::unique_ptr<EngineLoop> loop_;
   Metrics metrics_;
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> draining_{false};
+  socket_t listening_socket_ = -1;
+  size_t max_connections_ = 0;  // the cap in force: --max-connections, lowered when the fd limit is too low
   std::atomic<int64_t> next_id_{1};
   std::thread listen_thread_;
   int port_ = 0;
@@ -146,12 +182,19 @@ Status HttpServer::start() {
                                              : std::filesystem::path(options_.engine.model_path).stem().string();
   started_at_ = static_cast<int64_t>(std::time(nullptr));
   routes();
-  const size_t n_threads = static_cast<size_t>(options_.engine.n_slots + options_.max_queue + 16);
-  http_.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  http_.set_read_timeout(options_.timeout_seconds, 0);
+  max_connections_ = connection_cap(static_cast<size_t>(options_.max_connections));
+  http_.new_task_queue = [cap = max_connections_] { return new ConnectionPool(cap, kOverflowThreads); };
+  http_.set_read_timeout(options_.read_timeout_seconds, 0);
   http_.set_write_timeout(options_.timeout_seconds, 0);
   http_.set_payload_max_length(options_.max_body_bytes);
   http_.set_tcp_nodelay(true);  // tokens go out one small write at a time
+  // Replaces cpp-httplib's socket options, which add SO_REUSEPORT: with it a second server would bind the same
+  // port silently and take half the connections. The socket is kept to widen its backlog after bind.
+  http_.set_socket_options([this](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listening_socket_ = sock;
+  });
   if (options_.port == 0) {
     port_ = http_.bind_to_any_port(options_.host);
     if (port_ <= 0) return Status::errorf("cannot listen on {} (any port)", options_.host);
@@ -162,6 +205,10 @@ Status HttpServer::start() {
     }
     port_ = options_.port;
   }
+  // cpp-httplib listens with a backlog of 5: a burst of connections (a client pool warming up, or many idle
+  // ones) overflows it and each connection beyond waits a second for its SYN to be sent again. Linux lets
+  // listen() be called again to change the backlog.
+  if (listening_socket_ >= 0) ::listen(listening_socket_, kListenBacklog);
   loop_ = std::make_unique<EngineLoop>(options_.engine);
   loop_->start();
   listen_thread_ = std::thread([this] { http_.listen_after_bind(); });
@@ -173,8 +220,14 @@ Status HttpServer::wait() {
   while (!stopped_) {
     stop_changed_.wait_for(lock, std::chrono::milliseconds(200));
     if (loop_ && loop_->phase() == EngineLoop::Phase::failed) return Status::error(loop_->failure());
+    if (draining_ && in_flight_.load() == 0) break;
   }
   return Status::ok();
+}
+
+void HttpServer::drain() {
+  draining_ = true;
+  stop_changed_.notify_all();
 }
 
 void HttpServer::stop() {
@@ -204,6 +257,15 @@ std::optional<ApiError> HttpServer::not_ready() const {
 
 void HttpServer::routes() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (ConnectionPool::serving_overflow()) {
+      metrics_.count(Outcome::rejected);
+      res.set_header("Connection", "close");
+      res.set_header("Retry-After", "1");
+      send_error(res, {503, fmt::format("too many open connections: the server serves {} at once "
+                                        "(--max-connections); retry later", max_connections_),
+                       "", "unavailable_error"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (options_.api_key.empty() || req.path == "/" || req.path == "/health" || req.method == "OPTIONS") {
       return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -261,6 +323,14 @@ void HttpServer::routes() {
     res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
   });
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining_) {
+      send_json(res, 503, {{"status", "draining"},
+                           {"error", {{"message", "the server is shutting down: it finishes what it runs, and "
+                                                  "takes nothing new"},
+                                      {"type", "unavailable_error"}}},
+                           {"in_flight", in_flight_.load()}});
+      return;
+    }
     if (auto error = not_ready()) {
       json body = error_body(*error);
       body["status"] = loop_->phase() == EngineLoop::Phase::loading ? "loading" : "error";
@@ -435,6 +505,15 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     return;
   }
   auto admission = std::make_shared<Admission>(in_flight_);
+  // Checked after taking a place, so that a drain either sees this request in flight or this request sees the
+  // drain: none slips in after the drain found the server empty.
+  if (draining_) {
+    metrics_.count(Outcome::rejected);
+    res.set_header("Connection", "close");
+    send_error(res, {503, "the server is shutting down: it finishes what it runs, and takes nothing new; send the "
+                          "request to another replica", "", "unavailable_error"});
+    return;
+  }
   json body;
   try {
     body = json::parse(req.body);
@@ -767,11 +846,21 @@ bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
 
 Result<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535) return Status::errorf("port must be in [0, 65535], got {}", options.port);
-  // Every admitted request holds an HTTP thread while it waits, and the threads are started up front.
   if (options.max_queue < 0 || options.max_queue > 1024) {
     return Status::errorf("max-queue must be in [0, 1024], got {}", options.max_queue);
   }
   if (options.timeout_seconds < 1) return Status::errorf("timeout must be at least 1 second, got {}", options.timeout_seconds);
+  if (options.read_timeout_seconds < 1 || options.read_timeout_seconds > options.timeout_seconds) {
+    return Status::errorf("read-timeout must be in [1, timeout = {}] seconds, got {}", options.timeout_seconds,
+                          options.read_timeout_seconds);
+  }
+  // Every admitted request holds its connection while it waits or decodes; a full queue must leave
+  // connections over for /health and for the 429s.
+  const int64_t n_admitted = static_cast<int64_t>(options.engine.n_slots) + options.max_queue;
+  if (options.max_connections <= n_admitted || options.max_connections > 1'000'000) {
+    return Status::errorf("max-connections must be in [slots + max-queue + 1 = {}, 1000000], got {}", n_admitted + 1,
+                          options.max_connections);
+  }
   if (options.engine.n_slots < 1 || options.engine.n_slots > 256) {
     return Status::errorf("slots must be in [1, 256], got {}", options.engine.n_slots);
   }

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rewind/engine.h"
+#include "common/http_client.h"
 #include "rewind/server.h"
 
 namespace rwd::server {
@@ -36,6 +38,9 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+using namespace rwd::test;
+
+std::string outcome(const char* name) { return std::string("rewind_requests_total{outcome=\"") + name + "\"}"; }
 
 constexpr int kThreads = 2;
 constexpr int kContext = 256;
@@ -67,175 +72,6 @@ ServerOptions server_options(int n_slots, int n_ctx = kContext) {
 
 // --- HTTP ---
 
-struct Reply {
-  int status = 0;  // 0: no HTTP response at all
-  std::string body;
-  std::string content_type;
-  httplib::Headers headers;
-
-  json parsed() const { return json::parse(body, nullptr, /*allow_exceptions=*/false); }
-};
-
-httplib::Client client_for(int port) {
-  httplib::Client client("127.0.0.1", port);
-  client.set_connection_timeout(5, 0);
-  client.set_read_timeout(60, 0);
-  client.set_write_timeout(10, 0);
-  return client;
-}
-
-Reply to_reply(const httplib::Result& result) {
-  Reply reply;
-  if (!result) return reply;
-  reply.status = result->status;
-  reply.body = result->body;
-  reply.content_type = result->get_header_value("Content-Type");
-  reply.headers = result->headers;
-  return reply;
-}
-
-Reply get(int port, const std::string& path, const httplib::Headers& headers = {}) {
-  httplib::Client client = client_for(port);
-  return to_reply(client.Get(path, headers));
-}
-
-Reply post_raw(int port, const std::string& path, const std::string& body, const httplib::Headers& headers = {}) {
-  httplib::Client client = client_for(port);
-  return to_reply(client.Post(path, headers, body, "application/json"));
-}
-
-Reply post(int port, const std::string& path, const json& body, const httplib::Headers& headers = {}) {
-  return post_raw(port, path, body.dump(), headers);
-}
-
-// A client that can vanish: a plain TCP connection, closed whenever the test says.
-class RawConnection {
- public:
-  explicit RawConnection(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-  }
-  ~RawConnection() { close(); }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return connected_; }
-
-  bool send_post(const std::string& path, const json& body) {
-    const std::string payload = body.dump();
-    const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
-                                "Content-Length: " + std::to_string(payload.size()) + "\r\n\r\n" + payload;
-    for (size_t sent = 0; sent < request.size();) {
-      const ssize_t n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      sent += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  // Reads until `needle` has arrived; false when the deadline passes or the server closes first.
-  bool read_until(const std::string& needle, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (received_.find(needle) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd entry{fd_, POLLIN, 0};
-      if (::poll(&entry, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buffer[4096];
-      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (n <= 0) return false;
-      received_.append(buffer, static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  const std::string& received() const { return received_; }
-
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string received_;
-};
-
-// The events of a text/event-stream body, in order; "[DONE]" must be the last.
-struct EventStream {
-  std::vector<json> chunks;
-  bool done = false;
-  bool well_formed = true;
-};
-
-EventStream parse_events(const std::string& body) {
-  EventStream out;
-  size_t at = 0;
-  while (at < body.size()) {
-    size_t end = body.find("\n\n", at);
-    if (end == std::string::npos) end = body.size();
-    const std::string event = body.substr(at, end - at);
-    at = end + 2;
-    if (event.empty() || event[0] == ':') continue;  // keep-alive comments
-    if (event.rfind("data: ", 0) != 0 || out.done) {
-      out.well_formed = false;
-      continue;
-    }
-    const std::string payload = event.substr(6);
-    if (payload == "[DONE]") {
-      out.done = true;
-      continue;
-    }
-    json chunk = json::parse(payload, nullptr, false);
-    if (chunk.is_discarded()) out.well_formed = false;
-    out.chunks.push_back(std::move(chunk));
-  }
-  return out;
-}
-
-// The text of a stream: completions' `text` or chat's `delta.content`, concatenated.
-std::string stream_text(const EventStream& events) {
-  std::string text;
-  for (const json& chunk : events.chunks) {
-    if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
-    const json& choice = chunk["choices"][0];
-    if (choice.contains("text")) text += choice["text"].get<std::string>();
-    if (choice.contains("delta") && choice["delta"].contains("content")) {
-      text += choice["delta"]["content"].get<std::string>();
-    }
-  }
-  return text;
-}
-
-// Value of one series in Prometheus text, e.g. `rewind_requests_total{outcome="cancelled"}`; NaN when absent.
-double metric(const std::string& exposition, const std::string& series) {
-  std::istringstream lines(exposition);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nan("");
-}
-
-double metric(int port, const std::string& series, const httplib::Headers& headers = {}) {
-  return metric(get(port, "/metrics", headers).body, series);
-}
-
-std::string outcome(const char* name) { return std::string("rewind_requests_total{outcome=\"") + name + "\"}"; }
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return condition();
-}
 
 bool all_slots_idle(int port) {
   const Reply reply = get(port, "/slots");
@@ -1094,6 +930,117 @@ TEST(ServerShutdown, StopEndsOpenRequestsWithAnError) {
   EXPECT_EQ(queued.parsed()["error"]["type"], "server_error") << queued.body.substr(0, 300);
 }
 
+// Raises this process's open-file limit to `wanted` if the hard limit allows: the idle-connection test holds
+// both ends of every connection.
+bool allow_open_files(rlim_t wanted) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  }
+  return limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted;
+}
+
+TEST(ServerConnections, IdleConnectionsDoNotHoldUpOthers) {
+  constexpr int kIdle = 500;
+  if (!allow_open_files(2 * kIdle + 256)) {
+    GTEST_SKIP() << "the hard open-file limit (ulimit -Hn) is below 1256";
+  }
+  ServerOptions options = server_options(1);
+  options.read_timeout_seconds = 60;
+  const std::unique_ptr<Server> server = start_server(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+
+  // Half send nothing, half the start of a request that never ends (slowloris): each holds a connection until
+  // a timeout, the first kind for cpp-httplib's keep-alive wait (5 s), the second for the read timeout (60 s).
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(port));
+    ASSERT_TRUE(idle.back()->connected()) << "connection " << i;
+    if (i % 2 == 1) {
+      ASSERT_TRUE(idle.back()->send_text("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "));
+    }
+  }
+  // Answers within the keep-alive wait prove they were not queued behind the idle connections.
+  const auto started = std::chrono::steady_clock::now();
+  const Reply health = get(port, "/health");
+  const Reply completion = post(port, "/v1/completions", greedy_body(ascii_ids("still answering"), 4));
+  const auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(completion.status, 200) << completion.body;
+  EXPECT_LT(elapsed, 5.0) << "answers waited for idle connections to time out";
+  std::printf("with %d idle connections open: /health and a 4-token completion answered in %.3f s\n", kIdle,
+              elapsed);
+  for (const auto& connection : idle) EXPECT_TRUE(connection->connected());
+}
+
+TEST(ServerConnections, ConnectionsBeyondTheCapGet503) {
+  ServerOptions options = server_options(1);
+  options.max_queue = 1;
+  options.max_connections = 3;
+  const std::unique_ptr<Server> server = start_server(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  {
+    std::vector<std::unique_ptr<RawConnection>> held;
+    for (int i = 0; i < 3; ++i) {
+      held.push_back(std::make_unique<RawConnection>(port));
+      ASSERT_TRUE(held.back()->send_text("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+    }
+    Reply refused;
+    // The held connections are counted once accepted, which may lag their connect().
+    EXPECT_TRUE(eventually([&] {
+      refused = get(port, "/health");
+      return refused.status == 503;
+    }));
+    EXPECT_EQ(refused.parsed()["error"]["type"], "unavailable_error") << refused.body;
+    EXPECT_NE(refused.body.find("too many open connections"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find("--max-connections"), std::string::npos) << refused.body;
+  }
+  // Closed connections give their places back.
+  EXPECT_TRUE(eventually([&] { return get(port, "/health").status == 200; }));
+  const Reply completion = post(port, "/v1/completions", greedy_body(ascii_ids("back"), 4));
+  EXPECT_EQ(completion.status, 200) << completion.body;
+}
+
+TEST(ServerDrain, AdmittedRequestsFinishAndNewOnesAreRefused) {
+  ServerOptions options = server_options(1, 4096);
+  options.max_queue = 2;
+  const std::unique_ptr<Server> server = start_server(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  constexpr int kTokens = 3000;  // long enough to still run when the second request arrives
+  Reply running;
+  Reply queued;
+  std::thread running_client([&] { running = post(port, "/v1/completions", greedy_body(ascii_ids("Go on"), kTokens)); });
+  EXPECT_TRUE(eventually([&] { return any_slot_busy(port); }, 30s));
+  std::thread queued_client([&] { queued = post(port, "/v1/completions", greedy_body(ascii_ids("Wait"), 8)); });
+  EXPECT_TRUE(eventually([&] { return metric(port, "rewind_queue_length") == 1.0; }, 30s));
+
+  server->drain();
+  const Reply health = get(port, "/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.parsed()["status"], "draining") << health.body;
+  const Reply refused = post(port, "/v1/completions", greedy_body(ascii_ids("too late"), 4));
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("shutting down"), std::string::npos) << refused.body;
+  EXPECT_EQ(get(port, "/v1/models").status, 200) << "only generation is refused while draining";
+
+  // wait() returns once both admitted requests are answered in full.
+  std::future<Status> waited = std::async(std::launch::async, [&] { return server->wait(); });
+  EXPECT_EQ(waited.wait_for(60s), std::future_status::ready) << "the drain never ended";
+  running_client.join();
+  queued_client.join();
+  EXPECT_TRUE(waited.get().is_ok());
+  EXPECT_EQ(running.status, 200) << running.body.substr(0, 300);
+  EXPECT_EQ(running.parsed()["usage"]["completion_tokens"], kTokens) << running.body.substr(0, 300);
+  EXPECT_EQ(queued.status, 200) << queued.body.substr(0, 300);
+  EXPECT_EQ(queued.parsed()["usage"]["completion_tokens"], 8) << queued.body.substr(0, 300);
+  server->stop();
+}
+
 TEST(ServerStartup, CreateRefusesBadOptions) {
   const auto refused = [](const std::function<void(ServerOptions&)>& change, const std::string& needle) {
     ServerOptions options = server_options(1);
@@ -1105,6 +1052,8 @@ TEST(ServerStartup, CreateRefusesBadOptions) {
   refused([](ServerOptions& options) { options.port = 70000; }, "port");
   refused([](ServerOptions& options) { options.max_queue = -1; }, "max-queue");
   refused([](ServerOptions& options) { options.timeout_seconds = 0; }, "timeout");
+  refused([](ServerOptions& options) { options.read_timeout_seconds = 0; }, "read-timeout");
+  refused([](ServerOptions& options) { options.max_connections = 8; }, "max-connections must be in [slots + max-queue + 1 = 10,");
   refused([](ServerOptions& options) { options.engine.n_slots = 0; }, "slots");
   refused([](ServerOptions& options) { options.engine.model_path = "/nonexistent/model.gguf"; }, "/nonexistent/model.gguf");
 }
