@@ -169,9 +169,8 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   engine->state_ = std::make_unique<state::ModelState>(engine->model_->kv_specs(), engine->model_->recurrent_specs(),
                                                        state_options);
   engine->forward_ = std::make_unique<model::ForwardContext>(*engine->model_, *engine->pool_, options.n_batch);
-  if (options.cache_ram_mib > 0 && engine->state_->has_recurrent_layers()) {
+  if (options.cache_ram_mib > 0) {
     engine->prompt_cache_ = std::make_unique<PromptCache>(static_cast<size_t>(options.cache_ram_mib) << 20);
-    engine->checkpoint_scratch_.resize(static_cast<size_t>(engine->state_->recurrent().slot_floats()));
   }
   if (spec.mode == "ngram") {
     engine->proposer_ = std::make_unique<spec::NgramProposer>(spec.ngram_min, spec.ngram_max);
@@ -325,28 +324,52 @@ RequestTimings EngineImpl::timings(int64_t request_id) const {
 }
 
 EngineImpl::ReusePlan EngineImpl::plan_reuse(const Slot& slot, const Request& request) const {
-  ReusePlan plan;
-  if (!request.cache_prompt || !slot.holds_state || !state_->state_kept(slot.index)) return plan;
+  if (!request.cache_prompt) return {};
   const std::vector<int32_t>& prompt = request.prompt_ids;
-  const int64_t held = slot.n_computed;
-  const auto mismatch = std::mismatch(prompt.begin(), prompt.begin() + std::min<int64_t>(held, prompt.size()),
-                                      slot.tokens.begin());
-  const int64_t n_common = mismatch.first - prompt.begin();
-  // The prompt's last token is always computed: its logits give the first output token.
-  const int64_t limit = std::min<int64_t>(n_common, static_cast<int64_t>(prompt.size()) - 1);
-  if (!state_->has_recurrent_layers()) return {ReusePlan::Kind::truncate, limit, nullptr};
-  if (held <= limit) return {ReusePlan::Kind::extend, held, nullptr};
-  if (held - limit <= state_->rewindable(slot.index)) return {ReusePlan::Kind::rewind, limit, nullptr};
-  if (prompt_cache_) {
-    // Its KV rows are in this slot: the checkpoint's prefix is one of the slot's own (length <= limit).
-    const PromptCache::Entry* entry = prompt_cache_->find(prompt, limit);
-    if (entry != nullptr) return {ReusePlan::Kind::restore, static_cast<int64_t>(entry->tokens.size()), entry};
+  const bool own_state = slot.holds_state && state_->state_kept(slot.index);
+  int64_t n_common = 0;
+  if (own_state) {
+    const int64_t held = std::min<int64_t>(slot.n_computed, prompt.size());
+    n_common = std::mismatch(prompt.begin(), prompt.begin() + held, slot.tokens.begin()).first - prompt.begin();
   }
-  return plan;
+  ReusePlan own;
+  if (own_state) {
+    // The prompt's last token is always computed: its logits give the first output token.
+    const int64_t limit = std::min<int64_t>(n_common, static_cast<int64_t>(prompt.size()) - 1);
+    if (!state_->has_recurrent_layers()) {
+      own = {ReusePlan::Kind::truncate, limit};
+    } else if (slot.n_computed <= limit) {
+      own = {ReusePlan::Kind::extend, slot.n_computed};
+    } else if (slot.n_computed - limit <= state_->rewindable(slot.index)) {
+      own = {ReusePlan::Kind::rewind, limit};
+    }
+  }
+  const ReusePlan restored = plan_restore(prompt, n_common);
+  return restored.n_kept > own.n_kept ? restored : own;
 }
 
-// Requests take slots in arrival order; each goes to the idle slot whose state saves it the most tokens, and
-// when none saves any, to the one used longest ago (the others keep their conversations for longer).
+EngineImpl::ReusePlan EngineImpl::plan_restore(std::span<const int32_t> prompt, int64_t n_common) const {
+  if (!prompt_cache_ || prompt.size() < 2) return {};
+  const auto limit = static_cast<int64_t>(prompt.size()) - 1;
+  int64_t n_archived = 0;
+  const PromptCache::Entry* archive = prompt_cache_->find_kv(prompt, n_archived);
+  // Without attention layers any checkpoint will do: there are no KV rows to pair it with.
+  const bool has_kv = state_->kv().n_layers() > 0;
+  const int64_t kv_reach = has_kv ? std::min(limit, std::max(n_common, n_archived)) : limit;
+  ReusePlan plan{ReusePlan::Kind::restore, kv_reach};
+  if (state_->has_recurrent_layers()) {
+    plan.checkpoint = prompt_cache_->find_state(prompt, kv_reach);
+    if (plan.checkpoint == nullptr) return {};
+    plan.n_kept = static_cast<int64_t>(plan.checkpoint->tokens.size());
+  }
+  plan.foreign = plan.n_kept > n_common;
+  if (plan.foreign && has_kv) plan.kv_source = archive;
+  return plan.n_kept > 0 ? plan : ReusePlan{};
+}
+
+// Requests take slots in arrival order; each goes to the idle slot whose state saves it the most tokens,
+// preferring a slot that holds them itself over copying an archive in, and when none saves any, to the one used
+// longest ago (the others keep their conversations for longer).
 void EngineImpl::assign_pending() {
   while (!pending_.empty()) {
     const Request& request = pending_.front().request;
@@ -355,8 +378,11 @@ void EngineImpl::assign_pending() {
     for (Slot& slot : slots_) {
       if (slot.busy) continue;
       const ReusePlan plan = plan_reuse(slot, request);
+      const bool own = !plan.foreign;
+      const bool best_own = !best_plan.foreign;
       const bool better = best == nullptr || plan.n_kept > best_plan.n_kept ||
-                          (plan.n_kept == best_plan.n_kept && slot.last_used < best->last_used);
+                          (plan.n_kept == best_plan.n_kept && own && !best_own) ||
+                          (plan.n_kept == best_plan.n_kept && own == best_own && slot.last_used < best->last_used);
       if (better) {
         best = &slot;
         best_plan = plan;
@@ -369,7 +395,27 @@ void EngineImpl::assign_pending() {
   }
 }
 
+PromptCache::Entry EngineImpl::archive(Slot& slot) {
+  PromptCache::Entry entry;
+  entry.tokens.assign(slot.tokens.begin(), slot.tokens.begin() + slot.n_computed);
+  if (state_->has_recurrent_layers()) {
+    entry.state.resize(static_cast<size_t>(state_->recurrent().slot_floats()));
+    state_->save_recurrent(slot.index, entry.state.data());
+  }
+  entry.kv.resize(state_->kv().prefix_floats(slot.n_computed));
+  state_->kv().save_prefix(slot.index, slot.n_computed, entry.kv.data());
+  return entry;
+}
+
 void EngineImpl::start_request(Slot& slot, Pending next, const ReusePlan& plan) {
+  // A sequence the new request cuts short is archived first (a rewind drops only the few tokens its ring
+  // holds: the same conversation, worth no copy). It is stored after the restore, which may read the cache.
+  std::optional<PromptCache::Entry> displaced;
+  const int64_t n_own_kept = plan.foreign ? 0 : plan.n_kept;
+  if (prompt_cache_ && slot.holds_state && state_->state_kept(slot.index) && n_own_kept < slot.n_computed &&
+      plan.kind != ReusePlan::Kind::rewind) {
+    displaced = archive(slot);
+  }
   slot.busy = true;
   slot.cancelled = false;
   slot.last_used = ++n_assigned_;
@@ -385,10 +431,20 @@ void EngineImpl::start_request(Slot& slot, Pending next, const ReusePlan& plan) 
     const Status rewound = state_->rewind(slot.index, slot.n_computed - plan.n_kept);
     REWIND_CHECK(rewound.is_ok(), "slot {}: {}", slot.index, rewound.message());
   } else if (plan.kind == ReusePlan::Kind::restore) {
-    state_->restore_recurrent(slot.index, plan.checkpoint->state.data());
-    prompt_cache_->touch(plan.checkpoint);
+    if (plan.kv_source != nullptr) {
+      const auto n_saved = static_cast<int64_t>(plan.kv_source->tokens.size());
+      state_->kv().restore_prefix(slot.index, plan.kv_source->kv.data(), n_saved, plan.n_kept);
+      prompt_cache_->touch(plan.kv_source);
+    }
+    if (plan.checkpoint != nullptr) {
+      state_->restore_recurrent(slot.index, plan.checkpoint->state.data());
+      prompt_cache_->touch(plan.checkpoint);
+    } else {
+      state_->reset_slot(slot.index);
+    }
   }
   if (plan.kind == ReusePlan::Kind::fresh) state_->reset_slot(slot.index);
+  if (displaced) prompt_cache_->store(std::move(*displaced));
   slot.n_computed = plan.n_kept;
   slot.checkpointed_at = plan.n_kept;
   // Validated in submit(), so creation cannot fail here.
@@ -402,7 +458,7 @@ void EngineImpl::start_request(Slot& slot, Pending next, const ReusePlan& plan) 
   slot.counters_at_start = state_->counters(slot.index);
   slot.policy.reset();
   if (proposer_) {
-    proposer_->start_sequence(slot.index, plan.n_kept);
+    proposer_->start_sequence(slot.index, plan.n_kept, /*kept_from_slot=*/!plan.foreign);
     const RequestSpec& wanted = slot.request.spec;
     if (wanted.mode != "none") {
       const int draft_max = wanted.draft_max > 0 ? wanted.draft_max : options_.spec.draft_max;
@@ -412,14 +468,16 @@ void EngineImpl::start_request(Slot& slot, Pending next, const ReusePlan& plan) 
 }
 
 void EngineImpl::maybe_save_checkpoint(Slot& slot) {
-  if (!prompt_cache_ || slot.n_computed <= slot.checkpointed_at) return;
+  if (!prompt_cache_ || !state_->has_recurrent_layers() || slot.n_computed <= slot.checkpointed_at) return;
   const bool prompt_end = slot.n_computed == slot.n_prompt;
   const int64_t every = options_.checkpoint_every;
   const bool interval = every > 0 && slot.n_computed / every > slot.checkpointed_at / every;
   if (!prompt_end && !interval) return;
-  state_->save_recurrent(slot.index, checkpoint_scratch_.data());
-  prompt_cache_->store(std::span<const int32_t>(slot.tokens.data(), static_cast<size_t>(slot.n_computed)),
-                       checkpoint_scratch_);
+  PromptCache::Entry checkpoint;
+  checkpoint.tokens.assign(slot.tokens.begin(), slot.tokens.begin() + slot.n_computed);
+  checkpoint.state.resize(static_cast<size_t>(state_->recurrent().slot_floats()));
+  state_->save_recurrent(slot.index, checkpoint.state.data());
+  prompt_cache_->store(std::move(checkpoint));
   slot.checkpointed_at = slot.n_computed;
 }
 
@@ -441,7 +499,7 @@ void EngineImpl::finish(Slot& slot, FinishReason reason, const std::string& erro
   slot.holds_state = reason != FinishReason::error && slot.n_computed <= static_cast<int64_t>(slot.tokens.size());
   if (reason == FinishReason::error) {
     state_->reset_slot(slot.index);
-    if (proposer_) proposer_->start_sequence(slot.index, 0);
+    if (proposer_) proposer_->start_sequence(slot.index, 0, /*kept_from_slot=*/true);
     slot.n_computed = 0;
   }
   slot.on_token = nullptr;
@@ -607,7 +665,7 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
       drafts.assign(requests.size(), {});
       for (size_t r = 0; r < requests.size(); ++r) {
         Slot& slot = slots_[requests[r].slot];
-        proposer_->start_sequence(slot.index, slot.n_computed);
+        proposer_->start_sequence(slot.index, slot.n_computed, /*kept_from_slot=*/true);
         std::vector<std::vector<spec::DraftToken>> alone;
         const Status drafted = propose(std::span<const spec::ProposeRequest>(&requests[r], 1), alone);
         if (!drafted) {

@@ -57,17 +57,24 @@ class EngineImpl final : public Engine {
       extend,    // the slot's whole state (its tokens are a prefix of the prompt)
       truncate,  // the first n_kept of the slot's tokens (no recurrent layers: shortening the KV is free)
       rewind,    // the slot's state rewound to n_kept (the divergence is within its rewind ring)
-      restore,   // a checkpoint's recurrent state, with the slot's KV rows of its prefix
+      restore,   // KV rows of the prefix from the slot or an archive, and a checkpoint's recurrent state
     };
     Kind kind = Kind::fresh;
     int64_t n_kept = 0;
-    const PromptCache::Entry* checkpoint = nullptr;
+    const PromptCache::Entry* checkpoint = nullptr;  // the recurrent state restored (null without recurrent layers)
+    const PromptCache::Entry* kv_source = nullptr;   // an archive whose KV rows are copied in (null: the slot's own)
+    bool foreign = false;  // the kept tokens are not the slot's own: they come from another slot's sequence
   };
 
   EngineImpl() = default;
   Status validate_request_spec(const RequestSpec& spec) const;
   ReusePlan plan_reuse(const Slot& slot, const Request& request) const;
+  // The prompt-cache plan for a slot whose tokens agree with the prompt on n_common: a checkpoint's state with
+  // the slot's own KV rows, or an archive's.
+  ReusePlan plan_restore(std::span<const int32_t> prompt, int64_t n_common) const;
   void start_request(Slot& slot, Pending next, const ReusePlan& plan);
+  // A slot's whole sequence (KV rows and recurrent state), taken before another request overwrites it.
+  PromptCache::Entry archive(Slot& slot);
   // After a prompt chunk: a checkpoint at the prompt's end, and every checkpoint_every tokens of a long one.
   void maybe_save_checkpoint(Slot& slot);
   void assign_pending();
@@ -116,8 +123,7 @@ class EngineImpl final : public Engine {
   spec::ProposerCost proposer_cost_;
   int64_t speculative_steps_since_plain_ = 0;  // decode steps with a draft since the last fully plain one
   int64_t run_first_row_ = 0;                 // batch row of the run being finished
-  std::unique_ptr<PromptCache> prompt_cache_;  // with cache_ram_mib and recurrent layers
-  std::vector<float> checkpoint_scratch_;
+  std::unique_ptr<PromptCache> prompt_cache_;  // with cache_ram_mib
   uint64_t n_assigned_ = 0;                   // requests given a slot so far (the slots' LRU clock)
 };
 

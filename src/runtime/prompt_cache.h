@@ -1,9 +1,13 @@
-// PromptCache: checkpoints of the recurrent layers' state after token prefixes, in host memory under a byte
-// budget with least-recently-used eviction (the server's --cache-ram). A new request whose prompt leaves a
-// slot's tokens further back than the rewind depth reaches (a chat template that re-renders an earlier turn,
-// e.g. dropping its thinking text) restores the checkpoint nearest at or before the divergence and computes only
-// the tokens after it. A checkpoint holds no KV rows: they are already in any slot whose tokens agree with the
-// prefix, which the engine checks before restoring. Token prefixes are kept whole and compared exactly.
+// PromptCache: what earlier requests computed, kept in host memory under a byte budget with least-recently-used
+// eviction (the server's --cache-ram), so that a prompt sharing a prefix with them computes only the rest.
+// Two kinds of entry, both keyed by their exact token prefix:
+// - checkpoints of the recurrent layers' state, taken at the end of each prompt and every N tokens: a prompt
+//   that leaves a slot's tokens further back than the rewind depth reaches (a chat template that re-renders an
+//   earlier turn) restores the nearest one at or before the divergence;
+// - archives of a slot's whole sequence (KV rows and recurrent state), taken when a request takes the slot over:
+//   a conversation whose slot went to another conversation resumes in any slot. An archive supersedes the KV of
+//   the archives of its own prefixes (the same conversation, earlier), which keep only their recurrent state.
+// The engine pairs a checkpoint's state with KV rows of its prefix, from the slot itself or from an archive.
 #pragma once
 
 #include <cstddef>
@@ -17,19 +21,26 @@ class PromptCache {
  public:
   struct Entry {
     std::vector<int32_t> tokens;  // the prefix the state was taken after
-    std::vector<float> state;     // ModelState::save_recurrent's block
+    std::vector<float> state;     // ModelState::save_recurrent's block; empty without recurrent layers
+    std::vector<float> kv;        // KvCache::save_prefix's block of all the tokens; empty for a checkpoint
     uint64_t last_used = 0;
-    size_t bytes() const { return tokens.size() * sizeof(int32_t) + state.size() * sizeof(float); }
+    size_t bytes() const {
+      return tokens.size() * sizeof(int32_t) + (state.size() + kv.size()) * sizeof(float);
+    }
   };
 
   explicit PromptCache(size_t budget_bytes) : budget_bytes_(budget_bytes) {}
 
-  // Keeps the state after `tokens`, evicting the least recently used entries to stay in the budget; an entry
-  // for the same tokens is replaced. Nothing is kept when the entry alone exceeds the budget.
-  void store(std::span<const int32_t> tokens, std::span<const float> state);
-  // The entry with the longest prefix of `prompt` of at most max_length tokens (and at least one), or null.
-  const Entry* find(std::span<const int32_t> prompt, int64_t max_length) const;
-  // Marks an entry found by find() as used now (it is evicted last).
+  // Keeps `entry` (its last_used is set), evicting the least recently used entries to stay in the budget. An
+  // entry for the same tokens is merged into it; nothing is kept when the entry alone exceeds the budget.
+  void store(Entry entry);
+  // The entry with recurrent state and the longest prefix of `prompt` of at most max_length tokens (and at
+  // least one), or null.
+  const Entry* find_state(std::span<const int32_t> prompt, int64_t max_length) const;
+  // The entry with KV rows that agrees with `prompt` on the most leading tokens (n_common of them, at least
+  // one), or null.
+  const Entry* find_kv(std::span<const int32_t> prompt, int64_t& n_common) const;
+  // Marks an entry found by a find as used now (it is evicted last).
   void touch(const Entry* entry);
 
   size_t bytes() const { return bytes_; }
@@ -37,6 +48,8 @@ class PromptCache {
   int64_t n_entries() const { return static_cast<int64_t>(entries_.size()); }
 
  private:
+  void erase(size_t index);
+
   size_t budget_bytes_;
   size_t bytes_ = 0;
   uint64_t clock_ = 0;

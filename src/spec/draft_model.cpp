@@ -33,12 +33,12 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
   return proposer;
 }
 
-void DraftModelProposer::start_sequence(int slot, int64_t n_kept) {
+void DraftModelProposer::start_sequence(int slot, int64_t n_kept, bool kept_from_slot) {
   SlotState& s = slots_[slot];
   s.sampler.reset();
   // Tokens the draft has not run yet are caught up by the next round; state past n_kept cannot be taken back
-  // (the draft keeps no rewind ring), so the slot starts over.
-  if (!s.txn && s.n_done <= n_kept) return;
+  // (the draft keeps no rewind ring), and state of another sequence is of no use, so the slot starts over.
+  if (kept_from_slot && !s.txn && s.n_done <= n_kept) return;
   s.txn.reset();  // rolls back whatever a cancelled round left open
   s.n_done = 0;
   state_->reset_slot(slot);

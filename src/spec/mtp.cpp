@@ -18,7 +18,7 @@ Result<std::unique_ptr<MtpProposer>> MtpProposer::create(const model::Model& mod
   return proposer;
 }
 
-void MtpProposer::start_sequence(int slot_index, int64_t n_kept) {
+void MtpProposer::start_sequence(int slot_index, int64_t n_kept, bool kept_from_slot) {
   SlotState& slot = slots_[slot_index];
   if (n_kept == 0) {
     slot = SlotState{};
@@ -27,12 +27,14 @@ void MtpProposer::start_sequence(int slot_index, int64_t n_kept) {
   // Row n_kept - 1 pairs h(n_kept - 1) with the new sequence's token n_kept: it is run again when the trunk's
   // row is still held. When it is not (propose drops rows it has fed), that one row of the block's KV keeps the
   // old sequence's token: the drafts may differ from a fresh sequence's, the verified output cannot.
+  // Restored from an archive, the block's KV rows came with the trunk's (the archived sequence's own, up to
+  // where its drafting had fed them), but no trunk row is held: drafting resumes at the next target forward.
   const int64_t n_embd = model_.hparams().n_embd;
   const int64_t held = static_cast<int64_t>(slot.hidden.size()) / n_embd;
-  if (n_kept - 1 >= slot.hidden_first && n_kept - 1 < slot.hidden_first + held) {
+  if (kept_from_slot && n_kept - 1 >= slot.hidden_first && n_kept - 1 < slot.hidden_first + held) {
     slot.hidden.resize(static_cast<size_t>((n_kept - slot.hidden_first) * n_embd));
     slot.n_fed = std::min(slot.n_fed, n_kept - 1);
-  } else if (n_kept <= slot.hidden_first + held) {
+  } else if (!kept_from_slot || n_kept <= slot.hidden_first + held) {
     slot.hidden.clear();
     slot.hidden_first = n_kept;
     slot.n_fed = n_kept;

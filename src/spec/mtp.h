@@ -22,7 +22,7 @@ class MtpProposer final : public Proposer {
                                                      state::ModelState& state, int64_t n_batch);
 
   std::string_view name() const override { return "mtp"; }
-  void start_sequence(int slot, int64_t n_kept) override;
+  void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) override;
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
   Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
                            const float* hidden) override;

@@ -14,7 +14,7 @@ class OracleProposer final : public Proposer {
       : error_rate_(error_rate), seed_(seed), n_vocab_(n_vocab) {}
 
   std::string_view name() const override { return "oracle"; }
-  void start_sequence(int, int64_t) override {}
+  void start_sequence(int, int64_t, bool) override {}
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
   Status on_target_forward(int, int64_t, int64_t, int64_t, const float*) override { return Status::ok(); }
   size_t state_bytes() const override { return 0; }

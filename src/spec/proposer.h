@@ -29,9 +29,11 @@ class Proposer {
   virtual ~Proposer() = default;
   virtual std::string_view name() const = 0;
 
-  // A new request starts in the slot and keeps the first n_kept tokens of the slot's previous sequence (prompt
-  // reuse; 0: a new sequence): the proposer drops whatever it holds beyond them.
-  virtual void start_sequence(int slot, int64_t n_kept) = 0;
+  // A new request starts in the slot and its first n_kept tokens are in the target's state already (prompt
+  // reuse; 0: a new sequence). kept_from_slot: they are the first n_kept of the slot's previous sequence, so
+  // the proposer keeps what it holds of them and drops the rest; otherwise the target's rows came from an
+  // archive of another sequence and nothing the proposer holds for the slot is of this one.
+  virtual void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) = 0;
 
   // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none).
   virtual Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) = 0;

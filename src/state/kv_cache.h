@@ -37,6 +37,13 @@ class KvCache {
   // Bytes of K and V for one slot over all layers at full context.
   size_t bytes_per_slot() const;
 
+  // Prompt reuse across slots: a slot's rows of positions [0, n_tokens) in every layer, as one block (per
+  // layer, its K rows then its V rows), and the first n_tokens rows of such a block, saved with n_saved rows,
+  // back into a slot.
+  size_t prefix_floats(int64_t n_tokens) const;
+  void save_prefix(int slot, int64_t n_tokens, float* block) const;
+  void restore_prefix(int slot, const float* block, int64_t n_saved, int64_t n_tokens);
+
  private:
   std::vector<KvLayerSpec> layers_;
   int n_slots_;

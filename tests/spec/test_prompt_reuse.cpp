@@ -107,7 +107,7 @@ void expect_conversation_equal_to_fresh(const Config& config) {
 
   std::vector<std::vector<int32_t>> prompts;
   std::vector<Output> outputs;
-  outputs.reserve(8);  // turns hold references to earlier outputs
+  outputs.reserve(16);  // turns hold references to earlier outputs
   const auto turn = [&](const std::vector<int32_t>& prompt) -> const Output& {
     const Output expected = run(*fresh, prompt, /*cache_prompt=*/false);
     const Output got = run(*reused, prompt, /*cache_prompt=*/true);
@@ -164,8 +164,15 @@ void expect_conversation_equal_to_fresh(const Config& config) {
     EXPECT_EQ(t5.timings.n_cached_tokens, static_cast<int64_t>(prompts[3].size()) - 1);
   }
   // 6: the conversation of turn 2 resumes after the unrelated requests.
-  const auto& t6 = turn(join(join(prompts[2], outputs[2].ids), tokens(7, 4, 2)));
-  (void)t6;
+  turn(join(join(prompts[2], outputs[2].ids), tokens(7, 4, 2)));
+
+  // 7, 8: two new conversations take both slots; 9: turn 6's conversation resumes after its slot went to one
+  // of them: from the archive taken when that happened, into whichever slot (KV rows copied in).
+  EXPECT_EQ(turn(tokens(5, 12, 11)).timings.n_cached_tokens, 0);
+  EXPECT_EQ(turn(tokens(9, 14, 13)).timings.n_cached_tokens, 0);
+  const auto& t9 = turn(join(join(prompts[6], outputs[6].ids), tokens(13, 5, 3)));
+  const auto n_held6 = static_cast<int64_t>(prompts[6].size() + outputs[6].ids.size()) - 1;
+  EXPECT_EQ(t9.timings.n_cached_tokens, config.cache_ram_mib > 0 ? n_held6 : 0);
 }
 
 struct Case {
