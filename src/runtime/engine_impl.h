@@ -33,6 +33,7 @@ class EngineImpl final : public Engine {
   Result<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos, bool parse_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   Result<std::string> format_chat(const std::vector<ChatMessage>& messages) const override;
+  Result<std::vector<int32_t>> tokenize_chat(const std::vector<ChatMessage>& messages) const override;
   bool add_bos_default() const override;
 
   Result<int64_t> submit(Request request, std::function<void(const TokenEvent&)> on_token) override;
@@ -67,6 +68,8 @@ class EngineImpl final : public Engine {
   EngineImpl() = default;
   Status validate_request_spec(const RequestSpec& spec) const;
   ReusePlan plan_reuse(const Slot& slot, const Request& request) const;
+  // The chat template, or why there is none; warns once when it is a fallback.
+  Result<const tokenizer::ChatTemplate*> chat_template() const;
   void start_request(Slot& slot, Pending next, const ReusePlan& plan);
   // After a prompt chunk: a checkpoint at the prompt's end, and every checkpoint_every tokens of a long one.
   void maybe_save_checkpoint(Slot& slot);
