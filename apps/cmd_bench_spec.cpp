@@ -140,11 +140,9 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
   REWIND_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::open(engine_options));
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < workload.prompts.size(); ++i) {
-    std::string text = workload.prompts[i];
-    if (options.chat) {
-      REWIND_ASSIGN_OR_RETURN(text, engine->format_chat({{"user", workload.prompts[i]}}));
-    }
-    REWIND_ASSIGN_OR_RETURN(std::vector<int32_t> ids, engine->tokenize(text, engine->add_bos_default(), true));
+    REWIND_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                            options.chat ? engine->tokenize_chat({{"user", workload.prompts[i]}})
+                                         : engine->tokenize(workload.prompts[i], engine->add_bos_default(), true));
     if (static_cast<int64_t>(ids.size()) + n_gen > options.n_ctx) {
       return Status::errorf("{} prompt {}: {} tokens + {} generated exceed the context of {} (raise --ctx-size)",
                             workload.name, i + 1, ids.size(), n_gen, options.n_ctx);

@@ -38,13 +38,17 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
-// The text -p (and --chat) asks for, as it is tokenized: special tokens spelled out.
-Result<std::string> prompt_text(const Engine& engine, const RunOptions& options) {
-  if (!options.chat) return options.prompt;
+std::vector<ChatMessage> chat_messages(const RunOptions& options) {
   std::vector<ChatMessage> messages;
   if (!options.system.empty()) messages.push_back({"system", options.system});
   messages.push_back({"user", options.prompt});
-  return engine.format_chat(messages);
+  return messages;
+}
+
+// The text -p (and --chat) asks for, special tokens spelled out.
+Result<std::string> prompt_text(const Engine& engine, const RunOptions& options) {
+  if (!options.chat) return options.prompt;
+  return engine.format_chat(chat_messages(options));
 }
 
 Result<std::vector<int32_t>> build_prompt(const Engine& engine, const RunOptions& options) {
@@ -53,9 +57,10 @@ Result<std::vector<int32_t>> build_prompt(const Engine& engine, const RunOptions
     return parse_ids(options.prompt_ids);
   }
   if (options.prompt.empty()) return Status::error("no prompt: give -p TEXT or --prompt-ids 1,2,3");
-  REWIND_ASSIGN_OR_RETURN(std::string text, prompt_text(engine, options));
-  // Formatted chats never contain BOS as text; the tokenizer adds it where the model wants one.
-  return engine.tokenize(text, engine.add_bos_default(), /*parse_special=*/true);
+  // --chat: a control token spelled in -p or --system stays text, as in the server's chats; a plain -p is the
+  // whole prompt and may spell them.
+  if (options.chat) return engine.tokenize_chat(chat_messages(options));
+  return engine.tokenize(options.prompt, engine.add_bos_default(), /*parse_special=*/true);
 }
 
 const char* finish_name(FinishReason reason) {
@@ -229,7 +234,8 @@ int run(RunOptions& options) {
       out["model"] = {{"architecture", engine.info().architecture}, {"name", engine.info().name}};
       if (outputs.size() > 1) out["prompt_index"] = i;
       out["prompt_ids"] = output.request.prompt_ids;
-      // The prompt as tokenized, special tokens spelled out, so another engine can be handed the same prompt.
+      // The prompt as text, special tokens spelled out, so another engine can be handed the same prompt (with
+      // --chat, prompt_ids is the exact one where -p or --system spells a control token as text).
       if (outputs.size() == 1 && !options.prompt.empty()) out["prompt_text"] = *prompt_text(engine, options);
       out["ids"] = output.ids;
       out["text"] = output.text;

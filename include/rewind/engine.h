@@ -72,7 +72,7 @@ struct RequestSpec {
 };
 
 struct Request {
-  std::vector<int32_t> prompt_ids;  // exactly these ids (use Engine::tokenize or format_chat to make them)
+  std::vector<int32_t> prompt_ids;  // exactly these ids (use Engine::tokenize or tokenize_chat to make them)
   int max_tokens = 128;
   SamplingParams sampling;
   bool ignore_eos = false;
@@ -195,8 +195,14 @@ class Engine {
   virtual Result<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos, bool parse_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
   // Renders messages with the model's Jinja chat template (or the built-in one chosen) and adds the assistant
-  // turn's opening; a leading BOS text is left out when tokenize() adds BOS itself.
+  // turn's opening; a leading BOS text is left out when tokenize() adds BOS itself. For display: the ids of a
+  // chat are tokenize_chat's, since this text alone does not say which control-token spellings are markup.
   virtual Result<std::string> format_chat(const std::vector<ChatMessage>& messages) const = 0;
+  // The prompt ids of a chat: format_chat's text, with BOS where the model wants one, in which only the
+  // template's own markup becomes special tokens. A control token's spelling inside a message (a user writing
+  // "<|im_end|>\n<|im_start|>system\n...") is tokenized as ordinary text, so a message cannot forge a turn;
+  // without such a spelling the ids are tokenize(format_chat(messages), add_bos_default(), true)'s.
+  virtual Result<std::vector<int32_t>> tokenize_chat(const std::vector<ChatMessage>& messages) const = 0;
   virtual bool add_bos_default() const = 0;
 
   // Queues a request; on_token is called from step() for every generated token and once with done = true.

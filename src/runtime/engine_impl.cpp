@@ -53,6 +53,17 @@ Result<tokenizer::ChatTemplate> choose_chat_template(const EngineOptions& option
   return chat;
 }
 
+std::vector<tokenizer::ChatMessage> template_messages(const std::vector<ChatMessage>& messages) {
+  std::vector<tokenizer::ChatMessage> converted;
+  converted.reserve(messages.size());
+  for (const ChatMessage& message : messages) {
+    tokenizer::ChatMessage& added = converted.emplace_back();
+    added.role = message.role;
+    added.content = message.content;
+  }
+  return converted;
+}
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -148,7 +159,7 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   if (chat) {
     engine->chat_template_ = std::move(chat).value();
   } else {
-    engine->chat_template_status_ = chat.status();  // reported by format_chat: plain completion still works
+    engine->chat_template_status_ = chat.status();  // reported by the chat calls: plain completion still works
   }
   if (engine->tokenizer_->n_vocab() > engine->model_->hparams().n_vocab) {
     return Status::errorf("{}: tokenizer has {} tokens but the model's output has {} rows", options.model_path,
@@ -220,21 +231,26 @@ std::string EngineImpl::detokenize(const std::vector<int32_t>& ids) const {
   return text.is_ok() ? *text : std::string();
 }
 
-Result<std::string> EngineImpl::format_chat(const std::vector<ChatMessage>& messages) const {
-  // The template renders as the file carries it, default system text included (SmolLM2's, Qwen2.5's), as
-  // HF transformers and llama.cpp's Jinja path render it; `--chat-template NAME` picks a built-in instead.
+Result<const tokenizer::ChatTemplate*> EngineImpl::chat_template() const {
   if (!chat_template_) return chat_template_status_;
   if (!chat_template_warning_.empty()) {
     std::call_once(chat_template_warned_, [this] { log_warn("{}", chat_template_warning_); });
   }
-  std::vector<tokenizer::ChatMessage> converted;
-  converted.reserve(messages.size());
-  for (const ChatMessage& message : messages) {
-    tokenizer::ChatMessage& added = converted.emplace_back();
-    added.role = message.role;
-    added.content = message.content;
-  }
-  return chat_template_->apply(converted, /*add_generation_prompt=*/true);
+  return &*chat_template_;
+}
+
+// The template renders as the file carries it, default system text included (SmolLM2's, Qwen2.5's), as HF
+// transformers and llama.cpp's Jinja path render it; `--chat-template NAME` picks a built-in instead.
+Result<std::string> EngineImpl::format_chat(const std::vector<ChatMessage>& messages) const {
+  REWIND_ASSIGN_OR_RETURN(const tokenizer::ChatTemplate* chat, chat_template());
+  return chat->apply(template_messages(messages), /*add_generation_prompt=*/true);
+}
+
+Result<std::vector<int32_t>> EngineImpl::tokenize_chat(const std::vector<ChatMessage>& messages) const {
+  REWIND_ASSIGN_OR_RETURN(const tokenizer::ChatTemplate* chat, chat_template());
+  REWIND_ASSIGN_OR_RETURN(tokenizer::MarkedPrompt prompt,
+                          chat->apply_marked(template_messages(messages), /*add_generation_prompt=*/true, *tokenizer_));
+  return tokenizer_->encode(prompt.text, tokenizer_->add_bos_default(), prompt.literal);
 }
 
 bool EngineImpl::add_bos_default() const { return tokenizer_->add_bos_default(); }

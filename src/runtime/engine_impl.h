@@ -33,6 +33,7 @@ class EngineImpl final : public Engine {
   Result<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos, bool parse_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   Result<std::string> format_chat(const std::vector<ChatMessage>& messages) const override;
+  Result<std::vector<int32_t>> tokenize_chat(const std::vector<ChatMessage>& messages) const override;
   bool add_bos_default() const override;
 
   Result<int64_t> submit(Request request, std::function<void(const TokenEvent&)> on_token) override;
@@ -72,6 +73,8 @@ class EngineImpl final : public Engine {
   // The prompt-cache plan for a slot whose tokens agree with the prompt on n_common: a checkpoint's state with
   // the slot's own KV rows, or an archive's.
   ReusePlan plan_restore(std::span<const int32_t> prompt, int64_t n_common) const;
+  // The chat template, or why there is none; warns once when it is a fallback.
+  Result<const tokenizer::ChatTemplate*> chat_template() const;
   void start_request(Slot& slot, Pending next, const ReusePlan& plan);
   // A slot's whole sequence (KV rows and recurrent state), taken before another request overwrites it.
   PromptCache::Entry archive(Slot& slot);

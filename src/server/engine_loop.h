@@ -38,7 +38,8 @@ class EngineLoop {
   double load_progress() const { return load_progress_.load(); }
   // Why loading or a step failed (phase() == failed).
   std::string failure() const;
-  // Valid once phase() is ready: the engine for its thread-safe const calls (tokenize, format_chat, info).
+  // Valid once phase() is ready: the engine for its thread-safe const calls (tokenize, tokenize_chat,
+  // format_chat, info).
   const Engine& engine() const { return *engine_; }
 
   // The request's output goes to `generation`, which hears whether the engine accepted it.

@@ -556,12 +556,9 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   const std::string prompt_field = chat ? "messages" : "prompt";
   std::vector<int32_t> ids;
   if (chat) {
-    Result<std::string> formatted = engine.format_chat(params.messages);
-    if (!formatted) {
-      invalid(res, {400, "messages: " + formatted.status().message(), "messages"});
-      return;
-    }
-    auto tokens = engine.tokenize(*formatted, engine.add_bos_default(), /*parse_special=*/true);
+    // Control-token spellings in message text stay text (no forged turns); a raw prompt, below, is the
+    // caller's whole and parses them, as llama-server does.
+    auto tokens = engine.tokenize_chat(params.messages);
     if (!tokens) {
       invalid(res, {400, "messages: " + tokens.status().message(), "messages"});
       return;

@@ -57,6 +57,13 @@ nlohmann::ordered_json message_json(const ChatMessage& message) {
   return json;
 }
 
+ChatInputs inputs_of(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+  ChatInputs inputs;
+  for (const ChatMessage& message : messages) inputs.messages.push_back(message_json(message));
+  inputs.add_generation_prompt = add_generation_prompt;
+  return inputs;
+}
+
 }  // namespace
 
 std::string_view ChatTemplate::builtin_source(std::string_view name) {
@@ -69,7 +76,7 @@ std::string_view ChatTemplate::builtin_source(std::string_view name) {
 Result<ChatTemplate> ChatTemplate::from_jinja(std::string_view jinja, ChatSpecialTokens tokens) {
   auto compiled = jinja::Template::compile(jinja);
   if (!compiled) return compiled.status().with_context("chat template");
-  return ChatTemplate(std::move(compiled).value(), std::move(tokens));
+  return ChatTemplate(std::move(compiled).value(), std::move(tokens), jinja);
 }
 
 Result<ChatTemplate> ChatTemplate::from_name(std::string_view name, ChatSpecialTokens tokens) {
@@ -77,14 +84,11 @@ Result<ChatTemplate> ChatTemplate::from_name(std::string_view name, ChatSpecialT
   if (source.empty()) return Status::errorf("chat template '{}' is not known (known: chatml, gemma, llama3)", name);
   auto compiled = jinja::Template::compile(source);
   if (!compiled) return compiled.status().with_context(fmt::format("built-in chat template {}", name));
-  return ChatTemplate(std::move(compiled).value(), std::move(tokens));
+  return ChatTemplate(std::move(compiled).value(), std::move(tokens), source);
 }
 
 Result<std::string> ChatTemplate::apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
-  ChatInputs inputs;
-  for (const ChatMessage& message : messages) inputs.messages.push_back(message_json(message));
-  inputs.add_generation_prompt = add_generation_prompt;
-  return apply(inputs);
+  return apply(inputs_of(messages, add_generation_prompt));
 }
 
 Result<std::string> ChatTemplate::apply(const ChatInputs& inputs) const {
@@ -112,6 +116,21 @@ Result<std::string> ChatTemplate::apply(const ChatInputs& inputs) const {
     text->erase(0, tokens_.bos.size());
   }
   return text;
+}
+
+Result<MarkedPrompt> ChatTemplate::apply_marked(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                                const Tokenizer& tokenizer) const {
+  return apply_marked(inputs_of(messages, add_generation_prompt), tokenizer);
+}
+
+Result<MarkedPrompt> ChatTemplate::apply_marked(ChatInputs inputs, const Tokenizer& tokenizer) const {
+  nlohmann::ordered_json* const caller_values[] = {&inputs.messages, &inputs.tools, &inputs.documents,
+                                                   &inputs.extra};
+  const std::string_view template_texts[] = {source_, tokens_.bos, tokens_.eos};
+  REWIND_ASSIGN_OR_RETURN(SpellingSentinels sentinels,
+                          SpellingSentinels::substitute(tokenizer, caller_values, template_texts));
+  REWIND_ASSIGN_OR_RETURN(std::string text, apply(inputs));
+  return sentinels.restore(text);
 }
 
 }  // namespace rwd::tokenizer

@@ -2,7 +2,9 @@
 // Jinja chat template (tokenizer.chat_template) in rewind's interpreter (tokenizer/jinja/), with the
 // variables HF transformers passes: messages, tools, documents, add_generation_prompt, bos_token, eos_token.
 // Built-in templates stand in for files without one (chatml, gemma, llama3). BOS is left out of the text when
-// the tokenizer adds it as a token. Parsing tool calls out of the model's reply is not done here.
+// the tokenizer adds it as a token. apply_marked() also says which control-token spellings came from the caller
+// (spelling_sentinels.h), so they can be encoded as text. Parsing tool calls out of the model's reply is not
+// done here.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,8 @@
 
 #include "base/status.h"
 #include "tokenizer/jinja/template.h"
+#include "tokenizer/spelling_sentinels.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rwd::tokenizer {
 
@@ -54,12 +58,20 @@ class ChatTemplate {
   Result<std::string> apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
   Result<std::string> apply(const ChatInputs& inputs) const;
 
+  // apply's text, with the byte ranges of the control-token spellings (of `tokenizer`'s vocab) that the inputs
+  // brought in, messages, tools, documents and extra variables alike: everything in the inputs is the caller's,
+  // only the template's own text is markup. Encoding the text with those ranges literal gives the prompt ids.
+  Result<MarkedPrompt> apply_marked(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                    const Tokenizer& tokenizer) const;
+  Result<MarkedPrompt> apply_marked(ChatInputs inputs, const Tokenizer& tokenizer) const;
+
  private:
-  ChatTemplate(jinja::Template compiled, ChatSpecialTokens tokens)
-      : compiled_(std::move(compiled)), tokens_(std::move(tokens)) {}
+  ChatTemplate(jinja::Template compiled, ChatSpecialTokens tokens, std::string_view source)
+      : compiled_(std::move(compiled)), tokens_(std::move(tokens)), source_(source) {}
 
   jinja::Template compiled_;
   ChatSpecialTokens tokens_;
+  std::string source_;  // the Jinja text: its characters are never chosen as sentinels
 };
 
 }  // namespace rwd::tokenizer

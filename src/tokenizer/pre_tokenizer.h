@@ -10,14 +10,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/text_range.h"
 
 namespace rwd::tokenizer {
-
-// A byte range [begin, end) of the text being split.
-struct TextRange {
-  size_t begin = 0;
-  size_t end = 0;
-};
 
 class PreTokenizer {
  public:

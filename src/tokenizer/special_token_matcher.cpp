@@ -37,17 +37,24 @@ int32_t SpecialTokenMatcher::token_at(std::string_view text, size_t pos, size_t 
   return node >= 0 ? nodes_[node].token : -1;
 }
 
-void SpecialTokenMatcher::find_matches(std::string_view text, bool parse_special, std::vector<Matches>& matches,
-                                       std::vector<LongMatch>& long_matches) const {
+void SpecialTokenMatcher::find_matches(std::string_view text, const PartitionRules& rules,
+                                       std::vector<Matches>& matches, std::vector<LongMatch>& long_matches) const {
+  size_t next_literal = 0;  // the first literal range that ends after `pos`
   for (size_t pos = 0; pos < text.size(); ++pos) {
     if (!starts_[static_cast<uint8_t>(text[pos])]) continue;
+    while (next_literal < rules.literal.size() && rules.literal[next_literal].end <= pos) ++next_literal;
+    // A match [pos, end] overlaps a literal range exactly when it reaches the first one that ends after pos.
+    const size_t literal_begin = next_literal < rules.literal.size() ? rules.literal[next_literal].begin : text.size();
     uint64_t short_lengths = 0;
     int32_t node = 0;
     for (size_t end = pos; end < text.size(); ++end) {
       node = child(node, static_cast<uint8_t>(text[end]));
       if (node < 0) break;
       const Node& n = nodes_[node];
-      if (n.token < 0 || !(parse_special || n.kind == SpecialKind::always)) continue;
+      if (n.token < 0) continue;
+      const bool wanted = n.kind == SpecialKind::always ? rules.user_defined
+                                                        : rules.parse_special && end < literal_begin;
+      if (!wanted) continue;
       const size_t length = end + 1 - pos;
       if (length <= 64) {
         short_lengths |= uint64_t{1} << (length - 1);
@@ -59,10 +66,11 @@ void SpecialTokenMatcher::find_matches(std::string_view text, bool parse_special
   }
 }
 
-void SpecialTokenMatcher::partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const {
+void SpecialTokenMatcher::partition(std::string_view text, const PartitionRules& rules,
+                                    std::vector<Fragment>& out) const {
   std::vector<Matches> matches;
   std::vector<LongMatch> long_matches;
-  if (nodes_.size() > 1) find_matches(text, parse_special, matches, long_matches);
+  if (nodes_.size() > 1) find_matches(text, rules, matches, long_matches);
   if (matches.empty() && long_matches.empty()) {
     if (!text.empty()) out.push_back({-1, 0, text.size()});
     return;

@@ -3,14 +3,17 @@
 // Semantics follow llama.cpp's tokenizer_st_partition: longer spellings are cut out first, anywhere in the
 // text, each length's occurrences left to right without overlap. (llama.cpp leaves the order of different
 // spellings of equal length unspecified; here the leftmost wins.) Control and unknown tokens are matched only
-// when parse_special is on; user-defined ones always.
+// when parse_special is on, and never where they overlap a literal range; user-defined ones always.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "tokenizer/text_range.h"
 
 namespace rwd::tokenizer {
 
@@ -27,6 +30,15 @@ enum class SpecialKind : uint8_t {
   always,        // user-defined: matched always
 };
 
+// Which spellings partition() cuts out of a text.
+struct PartitionRules {
+  bool parse_special = false;  // control and unknown spellings (Tokenizer::encode's parse_special)
+  bool user_defined = true;    // user-defined spellings; encoding always matches them
+  // Sorted, disjoint byte ranges of literal text: a control or unknown spelling that overlaps one is not matched,
+  // whatever parse_special says. Chat prompts mark the caller's text so (spelling_sentinels.h).
+  std::span<const TextRange> literal;
+};
+
 class SpecialTokenMatcher {
  public:
   SpecialTokenMatcher() = default;
@@ -34,7 +46,7 @@ class SpecialTokenMatcher {
   SpecialTokenMatcher(const std::vector<std::string>& tokens, const std::vector<SpecialKind>& kinds);
 
   // Appends the fragments of `text` in order; raw fragments are never empty.
-  void partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const;
+  void partition(std::string_view text, const PartitionRules& rules, std::vector<Fragment>& out) const;
 
  private:
   struct Node {
@@ -55,7 +67,7 @@ class SpecialTokenMatcher {
   int32_t child(int32_t node, uint8_t byte) const;
   // The token spelled by text[pos, pos + length), known to be a special spelling.
   int32_t token_at(std::string_view text, size_t pos, size_t length) const;
-  void find_matches(std::string_view text, bool parse_special, std::vector<Matches>& matches,
+  void find_matches(std::string_view text, const PartitionRules& rules, std::vector<Matches>& matches,
                     std::vector<LongMatch>& long_matches) const;
 
   std::vector<Node> nodes_;                       // a byte trie over the special spellings; node 0 is the root

@@ -115,6 +115,7 @@ struct Tokenizer::Impl {
   void find_end_of_generation();
   void build_pieces();
   void encode_spm_fragment(std::string_view raw, bool after_special, std::vector<int32_t>& out) const;
+  Result<std::vector<int32_t>> encode(std::string_view text, bool start_with_bos, const PartitionRules& rules) const;
 };
 
 Status Tokenizer::Impl::check_and_index() {
@@ -278,17 +279,17 @@ Result<Tokenizer> Tokenizer::from_vocab(VocabData vocab) {
   return Tokenizer(std::move(impl));
 }
 
-Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
-  const Impl& impl = *impl_;
+Result<std::vector<int32_t>> Tokenizer::Impl::encode(std::string_view text, bool start_with_bos,
+                                                     const PartitionRules& rules) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
-  if (add_bos) {
-    if (impl.vocab.bos_id == kNoToken) return Status::error("encode: BOS requested but the vocab has no BOS token");
-    ids.push_back(impl.vocab.bos_id);
+  if (start_with_bos) {
+    if (vocab.bos_id == kNoToken) return Status::error("encode: BOS requested but the vocab has no BOS token");
+    ids.push_back(vocab.bos_id);
   }
   std::vector<Fragment> fragments;
-  impl.specials.partition(text, parse_special, fragments);
-  std::vector<TextRange> pieces;
+  specials.partition(text, rules, fragments);
+  std::vector<TextRange> pre_pieces;
   std::string replaced;
   bool after_special = true;
   for (const Fragment& fragment : fragments) {
@@ -298,17 +299,44 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_b
       continue;
     }
     std::string_view raw = text.substr(fragment.begin, fragment.end - fragment.begin);
-    if (impl.kind == VocabKind::bpe) {
-      if (impl.bpe.replace_unspellable_invalid_bytes(raw, replaced)) raw = replaced;
-      pieces.clear();
-      REWIND_RETURN_IF_ERROR(impl.pre->split(raw, pieces));
-      impl.bpe.encode(raw, pieces, impl.index, ids);
+    if (kind == VocabKind::bpe) {
+      if (bpe.replace_unspellable_invalid_bytes(raw, replaced)) raw = replaced;
+      pre_pieces.clear();
+      REWIND_RETURN_IF_ERROR(pre->split(raw, pre_pieces));
+      bpe.encode(raw, pre_pieces, index, ids);
     } else {
-      impl.encode_spm_fragment(raw, after_special, ids);
+      encode_spm_fragment(raw, after_special, ids);
     }
     after_special = false;
   }
   return ids;
+}
+
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+  PartitionRules rules;
+  rules.parse_special = parse_special;
+  return impl_->encode(text, add_bos, rules);
+}
+
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_bos,
+                                               std::span<const TextRange> literal) const {
+  PartitionRules rules;
+  rules.parse_special = true;
+  rules.literal = literal;
+  return impl_->encode(text, add_bos, rules);
+}
+
+std::vector<SpelledToken> Tokenizer::find_control_spellings(std::string_view text) const {
+  PartitionRules rules;
+  rules.parse_special = true;
+  rules.user_defined = false;
+  std::vector<Fragment> fragments;
+  impl_->specials.partition(text, rules, fragments);
+  std::vector<SpelledToken> spelled;
+  for (const Fragment& fragment : fragments) {
+    if (fragment.token >= 0) spelled.push_back({fragment.token, {fragment.begin, fragment.end}});
+  }
+  return spelled;
 }
 
 Result<std::string> Tokenizer::decode(std::span<const int32_t> ids, bool render_special) const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/text_range.h"
 #include "tokenizer/vocab_data.h"
 
 namespace rwd::gguf {
@@ -24,6 +25,12 @@ namespace rwd::tokenizer {
 enum class VocabKind {
   bpe,  // tokenizer.ggml.model "gpt2"
   spm,  // tokenizer.ggml.model "llama"
+};
+
+// A token spelled out in some text: text[range] is token_text(token).
+struct SpelledToken {
+  int32_t token = -1;
+  TextRange range;
 };
 
 class Tokenizer {
@@ -43,6 +50,18 @@ class Tokenizer {
   // restores the input exactly whenever the vocab can spell every byte of it. Where it cannot, rewind does
   // what llama.cpp does: such a byte in valid UTF-8 is dropped, and in invalid UTF-8 becomes U+FFFD.
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_bos, bool parse_special) const;
+  // encode with parse_special on, except that `literal` (sorted, disjoint byte ranges of `text`) is ordinary
+  // text: no control token that overlaps a literal range is matched. Text is still cut only at the special
+  // tokens matched, so a literal range is tokenized together with its neighbours, as parse_special=false would
+  // tokenize that stretch; without a control spelling in it, a range changes nothing. Chat prompts mark the
+  // caller's text so (spelling_sentinels.h).
+  Result<std::vector<int32_t>> encode(std::string_view text, bool add_bos, std::span<const TextRange> literal) const;
+
+  // The control and unknown tokens spelled in `text`, cut as encode(parse_special=true) would cut them if the
+  // vocab had no user-defined tokens: every occurrence of such a spelling is one of these or overlaps one.
+  // User-defined tokens are left out: encode matches them with or without parse_special, so they are vocabulary,
+  // not markup.
+  std::vector<SpelledToken> find_control_spellings(std::string_view text) const;
 
   // Ids to bytes: the concatenated pieces. Control and unknown tokens contribute their spelling only when
   // `render_special`. An id outside [0, n_vocab()) is an error naming its position and value.

@@ -59,11 +59,12 @@ TEST_P(RealModel, GreedyContinuationMatchesLlamaCpp) {
     ASSERT_TRUE(ids.is_ok());
     EXPECT_EQ(*ids, expected_prompt) << "tokenization of the prompt text";
   } else {
-    auto formatted = (*engine)->format_chat({{"user", reference["prompt"]["chat_user_message"]}});
+    const std::vector<ChatMessage> messages = {{"user", reference["prompt"]["chat_user_message"]}};
+    auto formatted = (*engine)->format_chat(messages);
     ASSERT_TRUE(formatted.is_ok()) << formatted.status().message();
     EXPECT_EQ(*formatted, reference["prompt"]["text"].get<std::string>());
-    auto ids = (*engine)->tokenize(*formatted, (*engine)->add_bos_default(), true);
-    ASSERT_TRUE(ids.is_ok());
+    auto ids = (*engine)->tokenize_chat(messages);
+    ASSERT_TRUE(ids.is_ok()) << ids.status().message();
     EXPECT_EQ(*ids, expected_prompt) << "tokenization of the chat prompt";
   }
 
@@ -149,10 +150,11 @@ std::vector<int32_t> generate(const std::string& target, const std::string& draf
   auto engine = Engine::open(options);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();
   if (!engine.is_ok()) return {};
-  auto prompt = (*engine)->format_chat({{"user", question}});
-  EXPECT_TRUE(prompt.is_ok());
+  auto prompt = (*engine)->tokenize_chat({{"user", question}});
+  EXPECT_TRUE(prompt.is_ok()) << prompt.status().message();
+  if (!prompt.is_ok()) return {};
   Request request;
-  request.prompt_ids = *(*engine)->tokenize(*prompt, (*engine)->add_bos_default(), true);
+  request.prompt_ids = *prompt;
   request.max_tokens = 40;
   request.sampling.temperature = 0.0f;
   std::vector<int32_t> ids;
