@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One replica against two behind HAProxy (deploy/haproxy.cfg) on this machine, with multi-turn chat load from
-# scripts/load_test.py (a new connection per request, as API clients behind a shared front end make them; with
-# one connection per conversation, any balancer keeps a conversation together); prints one markdown table. The cores are split between the replicas (-t), so two
-# replicas on one machine show what routing costs and what conversation affinity keeps, not added hardware.
+# One replica against two behind HAProxy (deploy/haproxy.cfg) on this machine, with the same cores and slots in
+# all, under multi-turn chat load from scripts/load_test.py (a new connection per request, as API clients behind
+# a shared front end make them: with one connection per conversation, any balancer keeps a conversation
+# together). Prints one markdown table. Two replicas on one machine show what routing costs and what
+# conversation affinity keeps, not added hardware.
 #   deploy/bench_replicas.sh MODEL.gguf [conversations] [turns] [concurrency] [extra rewind serve flags...]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,10 +39,10 @@ wait_healthy() {
 
 # run LABEL N_REPLICAS SESSION_KEY
 run() {
-  local label="$1" n="$2" key="$3" threads=$(( cores / $2 ))
+  local label="$1" n="$2" key="$3" threads=$(( cores / $2 )) slots=$(( 4 / $2 ))
   (( threads >= 1 )) || threads=1
   for i in $(seq 0 $((n - 1))); do
-    "$rewind" serve -m "$model" --port "${ports[$i]}" -t "$threads" -s 2 -c 4096 "${extra[@]}" \
+    "$rewind" serve -m "$model" --port "${ports[$i]}" -t "$threads" -s "$slots" -c 4096 "${extra[@]}" \
       > "$work/replica$i.$n.log" 2>&1 &
     pids+=($!)
   done
@@ -57,9 +58,9 @@ run() {
   stop_all
 }
 
-run "1 replica (-t $cores)" 1 header
-run "2 replicas (-t $((cores / 2)) each), by conversation" 2 header
-run "2 replicas (-t $((cores / 2)) each), least connections" 2 none
+run "1 replica (-t $cores, 4 slots)" 1 header
+run "2 replicas (-t $((cores / 2)), 2 slots each), by conversation" 2 header
+run "2 replicas (-t $((cores / 2)), 2 slots each), least connections" 2 none
 
 python3 - "$work" "$turns" <<'EOF'
 import glob, json, os, sys

@@ -134,7 +134,7 @@ struct StateReport {
   std::string rollback;
   int n_slots = 0;
   int max_draft = 0;
-  size_t kv = 0;
+  size_t kv = 0;  // allocated now: KV rows grow with the positions slots hold (ModelInfo has the full size)
   size_t conv = 0;
   size_t recurrent = 0;
   size_t records = 0;

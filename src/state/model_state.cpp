@@ -529,7 +529,7 @@ size_t ModelState::record_bytes_per_slot() const {
 StateBytes ModelState::bytes(int n_threads) const {
   StateBytes bytes;
   const size_t n = slots_.size();
-  bytes.kv = kv_.bytes_per_slot() * n;
+  bytes.kv = kv_.allocated_bytes();
   bytes.conv = recurrent_.conv_bytes_per_slot() * n;
   bytes.recurrent = recurrent_.ssm_bytes_per_slot() * n;
   const size_t log_bytes = record_bytes_per_slot() * n;

@@ -53,8 +53,9 @@ void for_each_slot_region(state::ModelState& state, int slot, Fn&& fn) {
   fn(rec.slot_data(slot), rec.slot_floats());
   state::KvCache& kv = state.kv();
   for (int il = 0; il < kv.n_layers(); ++il) {
-    fn(kv.k_data(il, slot), kv.n_ctx() * kv.k_row_floats(il));
-    if (kv.v_row_floats(il) > 0) fn(kv.v_data(il, slot), kv.n_ctx() * kv.v_row_floats(il));  // MLA: no V rows
+    // The rows allocated so far (they grow as positions are written): a write to an unused slot shows as growth.
+    if (kv.k_rows_allocated(il, slot) > 0) fn(kv.k_data(il, slot), kv.k_rows_allocated(il, slot) * kv.k_row_floats(il));
+    if (kv.v_rows_allocated(il, slot) > 0) fn(kv.v_data(il, slot), kv.v_rows_allocated(il, slot) * kv.v_row_floats(il));
   }
   const auto records = [&](const state::LayerRecords& log, const state::RecurrentSpec& spec, int64_t capacity) {
     fn(log.conv_in, capacity * spec.conv_channels);
