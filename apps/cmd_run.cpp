@@ -312,6 +312,7 @@ void register_run(CLI::App& app, RunOptions& options, int& exit_code) {
   options.engine.n_slots = 0;  // 0 until given: one per prompt
   cmd->add_option("-s,--slots", options.engine.n_slots, "slots decoded together (default: one per prompt)");
   add_speculation_options(*cmd, options.engine, "none, ngram, draft, mtp, oracle");
+  add_cache_type_options(*cmd, options.engine);
   cmd->add_option("--oracle-error-rate", options.engine.spec.oracle_error_rate,
                   "--spec oracle: probability that a drafted token is wrong (the oracle drafts the greedy output)")
       ->capture_default_str();

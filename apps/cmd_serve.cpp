@@ -116,6 +116,7 @@ void register_serve(CLI::App& app, ServeOptions& options, int& exit_code) {
                   "with --cache-ram: a checkpoint every N tokens of long prompts, besides one at each prompt's end")
       ->capture_default_str();
   add_speculation_options(*cmd, options.engine, "none, ngram, draft, mtp (requests may turn it off or draft less)");
+  add_cache_type_options(*cmd, options.engine);
   cmd->callback([&options, &exit_code] { exit_code = serve(options); });
 }
 

@@ -112,6 +112,8 @@ double percentile(std::vector<double> values, double p);
 // The speculation flags `run` and `serve` share: --spec (choices: `modes`), --draft-model, --draft-max,
 // --draft-min, --rollback, --ngram-min/max, --fixed-draft and --rewind-depth.
 void add_speculation_options(CLI::App& cmd, rwd::EngineOptions& engine, const std::string& modes);
+// --cache-type-k/-v, defaulting to f16.
+void add_cache_type_options(CLI::App& cmd, rwd::EngineOptions& engine);
 
 // Prints "rewind: <message>" to stderr and returns exit status 1.
 int report_error(const std::string& message);

@@ -66,6 +66,17 @@ void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::st
   cmd.add_flag("!--fixed-draft", spec.adaptive, "always draft --draft-max tokens (no adaptive draft length, no back-off)");
 }
 
+void add_cache_type_options(CLI::App& cmd, EngineOptions& engine) {
+  // f16, as llama.cpp: half the memory of f32 rows, at a rounding of keys and values that every token then reads
+  // alike (outputs stay exact under speculation and any batching).
+  engine.cache_type_k = "f16";
+  engine.cache_type_v = "f16";
+  cmd.add_option("-ctk,--cache-type-k", engine.cache_type_k, "how KV cache keys are stored: f32, f16, q8_0")
+      ->capture_default_str();
+  cmd.add_option("-ctv,--cache-type-v", engine.cache_type_v, "how KV cache values are stored: f32, f16, q8_0")
+      ->capture_default_str();
+}
+
 int report_error(const std::string& message) {
   std::fprintf(stderr, "rewind: %s\n", message.c_str());
   return 1;

@@ -36,6 +36,10 @@ struct EngineOptions {
   int n_slots = 1;          // sequences decoded together
   int n_batch = 512;        // most tokens in one forward (prompt chunking)
   int rewind_depth = 0;     // committed tokens per slot that can be rolled back exactly; 0: off, no memory
+  // How KV rows are stored: f32, f16 (half the memory; rewind serve/run default, as llama.cpp) or q8_0 (heads of
+  // whole 32-value blocks). Every token reads back what was stored, so outputs stay exact under any batching.
+  std::string cache_type_k = "f32";
+  std::string cache_type_v = "f32";
   // Prompt reuse (see Request::cache_prompt): host memory for checkpoints of the recurrent state after each
   // prompt, restored when a later prompt diverges from a slot's tokens further back than the rewind depth, and
   // for archives of the sequences that requests displace from their slots (KV rows and state), restored into

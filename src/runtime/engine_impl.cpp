@@ -120,6 +120,14 @@ Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
   return Status::ok();
 }
 
+// --cache-type-k/-v: the names llama.cpp uses for the types attention can read KV rows in.
+Result<tensor::DType> parse_kv_type(const char* which, const std::string& name) {
+  for (const tensor::DType type : {tensor::DType::f32, tensor::DType::f16, tensor::DType::q8_0}) {
+    if (name == tensor::dtype_name(type)) return type;
+  }
+  return Status::errorf("cache-type-{} must be f32, f16 or q8_0, got '{}'", which, name);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options) {
@@ -147,6 +155,8 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
                           options.checkpoint_every);
   }
   REWIND_RETURN_IF_ERROR(validate_spec(options.spec, options));
+  REWIND_ASSIGN_OR_RETURN(const tensor::DType cache_type_k, parse_kv_type("k", options.cache_type_k));
+  REWIND_ASSIGN_OR_RETURN(const tensor::DType cache_type_v, parse_kv_type("v", options.cache_type_v));
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->options_ = options;
   if (options.on_load_progress) options.on_load_progress(0.0);
@@ -175,8 +185,14 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
         "snapshot or checkpoint, or --spec none",
         options.model_path, engine->model_->hparams().arch);
   }
-  const state::StateOptions state_options{options.n_slots, options.n_ctx, policy,
-                                          speculating ? spec.draft_max + 1 : 0, options.rewind_depth};
+  if (const Status types = state::KvCache::check_types(engine->model_->kv_specs(), cache_type_k, cache_type_v);
+      !types) {
+    return Status::errorf("{}: {}", options.model_path, types.message());
+  }
+  state::StateOptions state_options{options.n_slots, options.n_ctx, policy, speculating ? spec.draft_max + 1 : 0,
+                                    options.rewind_depth};
+  state_options.cache_type_k = cache_type_k;
+  state_options.cache_type_v = cache_type_v;
   engine->state_ = std::make_unique<state::ModelState>(engine->model_->kv_specs(), engine->model_->recurrent_specs(),
                                                        state_options);
   engine->forward_ = std::make_unique<model::ForwardContext>(*engine->model_, *engine->pool_, options.n_batch);
@@ -418,7 +434,7 @@ PromptCache::Entry EngineImpl::archive(Slot& slot) {
     entry.state.resize(static_cast<size_t>(state_->recurrent().slot_floats()));
     state_->save_recurrent(slot.index, entry.state.data());
   }
-  entry.kv.resize(state_->kv().prefix_floats(slot.n_computed));
+  entry.kv.resize(state_->kv().prefix_bytes(slot.n_computed));
   state_->kv().save_prefix(slot.index, slot.n_computed, entry.kv.data());
   return entry;
 }

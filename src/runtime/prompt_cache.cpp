@@ -28,7 +28,7 @@ void PromptCache::store(Entry entry) {
     }
     // The new archive holds these KV rows too.
     if (!entry.kv.empty() && !other.kv.empty() && is_prefix(other.tokens, entry.tokens)) {
-      bytes_ -= other.kv.size() * sizeof(float);
+      bytes_ -= other.kv.size();
       other.kv = {};
       if (other.state.empty()) {
         erase(i);

@@ -22,11 +22,9 @@ class PromptCache {
   struct Entry {
     std::vector<int32_t> tokens;  // the prefix the state was taken after
     std::vector<float> state;     // ModelState::save_recurrent's block; empty without recurrent layers
-    std::vector<float> kv;        // KvCache::save_prefix's block of all the tokens; empty for a checkpoint
+    std::vector<uint8_t> kv;      // KvCache::save_prefix's block of all the tokens; empty for a checkpoint
     uint64_t last_used = 0;
-    size_t bytes() const {
-      return tokens.size() * sizeof(int32_t) + (state.size() + kv.size()) * sizeof(float);
-    }
+    size_t bytes() const { return tokens.size() * sizeof(int32_t) + state.size() * sizeof(float) + kv.size(); }
   };
 
   explicit PromptCache(size_t budget_bytes) : budget_bytes_(budget_bytes) {}

@@ -126,7 +126,7 @@ ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<Recurrent
 ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<RecurrentSpec> recurrent_layers,
                        const StateOptions& options)
     : options_(options),
-      kv_(std::move(kv_layers), options.n_slots, options.n_ctx),
+      kv_(std::move(kv_layers), options.n_slots, options.n_ctx, options.cache_type_k, options.cache_type_v),
       recurrent_(std::move(recurrent_layers), options.n_slots, planes_for(options)),
       slots_(static_cast<size_t>(options.n_slots)),
       ring_state_(static_cast<size_t>(options.n_slots)),

@@ -37,6 +37,8 @@ struct StateOptions {
   // state (one more per slot), so each forward starts where the last ended instead of re-applying the
   // transaction's earlier records (a draft of k one-token forwards: k passes, not k²/2 record applications).
   bool txn_working_copy = false;
+  tensor::DType cache_type_k = tensor::DType::f32;  // how KV rows are stored (KvCache::check_types)
+  tensor::DType cache_type_v = tensor::DType::f32;
 };
 
 // Bytes of state held for all slots, by kind (the `state` object of the run report).

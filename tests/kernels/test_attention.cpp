@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/float_kernel_variants.h"
 #include "kernels/ref/attention.h"
+#include "tensor/dtype.h"
 
 namespace rwd {
 namespace {
@@ -280,6 +282,43 @@ TEST_P(AttentionTest, HeadGroupingInvariant) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, AttentionTest, ::testing::Values(Isa::scalar, Isa::avx2), test::isa_test_name);
+
+// Rows stored as f16 or q8_0 are read as the values they store: the output equals, bit for bit, attention over
+// those values as f32 rows (tensor/quant's reference conversions), on every ISA path, for GQA with head sizes
+// that are whole q8_0 blocks, in decode and prefill, with a window.
+TEST_P(AttentionTest, StoredTypesReadAsTheValuesTheyStore) {
+  test::Random random(23);
+  for (const tensor::DType type : {tensor::DType::f16, tensor::DType::q8_0}) {
+    for (const int64_t head_dim : {32, 64, 128}) {
+      AttentionParams params{.n_head = 8, .n_head_kv = 2, .head_dim = head_dim, .scale = 0.125f};
+      for (const int64_t window : {int64_t{0}, int64_t{37}}) {
+        params.window = window;
+        const int64_t n_kv = 300;
+        Inputs inputs = make_inputs(random, params, n_kv, trailing_positions(5, n_kv));
+        const int64_t row_floats = params.n_head_kv * head_dim;
+        const size_t row_bytes = tensor::row_bytes(type, row_floats);
+        std::vector<uint8_t> k_rows(n_kv * row_bytes);
+        std::vector<uint8_t> v_rows(n_kv * row_bytes);
+        for (int64_t p = 0; p < n_kv; ++p) {
+          const tensor::DTypeTraits& traits = tensor::dtype_traits(type);
+          traits.from_float(inputs.k.data() + p * row_floats, k_rows.data() + p * row_bytes, row_floats);
+          traits.from_float(inputs.v.data() + p * row_floats, v_rows.data() + p * row_bytes, row_floats);
+          traits.to_float(k_rows.data() + p * row_bytes, inputs.k.data() + p * row_floats, row_floats);
+          traits.to_float(v_rows.data() + p * row_bytes, inputs.v.data() + p * row_floats, row_floats);
+        }
+        const std::vector<float> expected = run_attention(GetParam(), inputs, n_kv, params, nullptr);
+        std::vector<float> found = test::nan_filled(expected.size());
+        kernels::cpu::detail::attention_with(
+            GetParam() == Isa::scalar ? kernels::cpu::detail::attention_group_scalar
+                                      : kernels::cpu::detail::attention_group_avx2,
+            inputs.q.data(), inputs.positions.data(), 5, kernels::cpu::KvRows{k_rows.data(), type, row_bytes},
+            kernels::cpu::KvRows{v_rows.data(), type, row_bytes}, n_kv, found.data(), params, nullptr);
+        ASSERT_EQ(std::memcmp(found.data(), expected.data(), found.size() * sizeof(float)), 0)
+            << tensor::dtype_name(type) << " head_dim " << head_dim << " window " << window;
+      }
+    }
+  }
+}
 
 TEST(AttentionDispatch, PublicFunctionUsesSelectedPath) {
   test::Random random(101);

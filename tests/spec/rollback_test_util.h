@@ -46,16 +46,19 @@ inline ::testing::AssertionResult same_bytes(const std::vector<uint8_t>& found, 
 }
 
 // Every region the state keeps for a slot: checkpoint, KV rows, the policy's log, snapshots or backup, and the
-// rewind depth's lagging checkpoint and ring.
+// rewind depth's lagging checkpoint and ring. fn(data, n_bytes) sees only non-empty regions.
 template <typename Fn>
-void for_each_slot_region(state::ModelState& state, int slot, Fn&& fn) {
+void for_each_slot_region(state::ModelState& state, int slot, Fn&& byte_fn) {
+  const auto fn = [&](float* data, int64_t n_floats) {
+    if (n_floats > 0) byte_fn(static_cast<void*>(data), static_cast<size_t>(n_floats) * sizeof(float));
+  };
   state::RecurrentCache& rec = state.recurrent();
   fn(rec.slot_data(slot), rec.slot_floats());
   state::KvCache& kv = state.kv();
   for (int il = 0; il < kv.n_layers(); ++il) {
     // The rows allocated so far (they grow as positions are written): a write to an unused slot shows as growth.
-    if (kv.k_rows_allocated(il, slot) > 0) fn(kv.k_data(il, slot), kv.k_rows_allocated(il, slot) * kv.k_row_floats(il));
-    if (kv.v_rows_allocated(il, slot) > 0) fn(kv.v_data(il, slot), kv.v_rows_allocated(il, slot) * kv.v_row_floats(il));
+    if (kv.k_bytes_allocated(il, slot) > 0) byte_fn(static_cast<void*>(kv.k_bytes(il, slot)), kv.k_bytes_allocated(il, slot));
+    if (kv.v_bytes_allocated(il, slot) > 0) byte_fn(static_cast<void*>(kv.v_bytes(il, slot)), kv.v_bytes_allocated(il, slot));
   }
   const auto records = [&](const state::LayerRecords& log, const state::RecurrentSpec& spec, int64_t capacity) {
     fn(log.conv_in, capacity * spec.conv_channels);
@@ -78,15 +81,15 @@ void for_each_slot_region(state::ModelState& state, int slot, Fn&& fn) {
 
 inline std::vector<uint8_t> slot_bytes(state::ModelState& state, int slot) {
   std::vector<uint8_t> bytes;
-  for_each_slot_region(state, slot, [&](const float* data, int64_t n) {
-    const std::vector<uint8_t> region = as_bytes(data, n);
-    bytes.insert(bytes.end(), region.begin(), region.end());
+  for_each_slot_region(state, slot, [&](const void* data, size_t n_bytes) {
+    const auto* region = static_cast<const uint8_t*>(data);
+    bytes.insert(bytes.end(), region, region + n_bytes);
   });
   return bytes;
 }
 
 inline void poison_slot(state::ModelState& state, int slot) {
-  for_each_slot_region(state, slot, [](float* data, int64_t n) { std::memset(data, 0x3e, n * sizeof(float)); });
+  for_each_slot_region(state, slot, [](void* data, size_t n_bytes) { std::memset(data, 0x3e, n_bytes); });
 }
 
 struct Param {

@@ -1,6 +1,8 @@
 // KV memory follows use: a 32k-position context with 4 slots allocates KV rows only as requests fill them, and
 // outputs do not depend on when the rows grew (the same prompt prefilled in one batch, in chunks of 7 tokens
-// and token by token, with growth landing at different steps, gives bit-identical logprobs).
+// and token by token, with growth landing at different steps, gives bit-identical logprobs). The same holds
+// for every KV cache type, and so does speculation (n-gram drafts verified in batches give plain decoding's
+// logprobs bit for bit); f16 rows take half the bytes of f32 and stay close to its logprobs.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,8 +15,12 @@
 namespace rwd {
 namespace {
 
-std::unique_ptr<Engine> open(int n_slots, int n_ctx, int n_batch) {
+std::unique_ptr<Engine> open(int n_slots, int n_ctx, int n_batch, const std::string& cache_type = "f32",
+                             const std::string& spec = "none") {
   EngineOptions options;
+  options.cache_type_k = cache_type;
+  options.cache_type_v = cache_type;
+  options.spec.mode = spec;
   options.model_path = std::string(REWIND_TEST_DATA) + "/qwen35-tiny-f32.gguf";
   options.n_threads = 2;
   options.n_slots = n_slots;
@@ -73,29 +79,82 @@ TEST(KvMemory, LongContextAllocatesOnlyWhatSlotsHold) {
   EXPECT_LE(used, engine->info().kv_bytes_per_slot / (kContext / 512));
 }
 
-TEST(KvMemory, OutputsDoNotDependOnWhenRowsGrew) {
-  const std::vector<int32_t> prompt = prompt_of(700);  // through 256 and 512 rows during prefill
-  const auto whole = open(1, 4096, 1024);
-  const auto chunked = open(1, 4096, 7);
-  const auto token_by_token = open(1, 4096, 1);
-  ASSERT_NE(whole, nullptr);
-  ASSERT_NE(chunked, nullptr);
-  ASSERT_NE(token_by_token, nullptr);
-  const Output expected = generate(*whole, prompt, 340);  // decoding through 1024 rows
-  ASSERT_EQ(expected.ids.size(), 340u);
-  for (Engine* engine : {chunked.get(), token_by_token.get()}) {
-    const Output got = generate(*engine, prompt, 340);
-    EXPECT_EQ(got.ids, expected.ids);
-    ASSERT_EQ(got.top.size(), expected.top.size());
-    for (size_t t = 0; t < got.top.size(); ++t) {
-      ASSERT_EQ(got.top[t].size(), expected.top[t].size());
-      for (size_t j = 0; j < got.top[t].size(); ++j) {
-        EXPECT_EQ(got.top[t][j].id, expected.top[t][j].id) << "token " << t;
-        EXPECT_EQ(std::memcmp(&got.top[t][j].logprob, &expected.top[t][j].logprob, sizeof(float)), 0)
-            << "token " << t << " rank " << j;
-      }
+void expect_same_outputs(const Output& got, const Output& expected, const std::string& what) {
+  EXPECT_EQ(got.ids, expected.ids) << what;
+  ASSERT_EQ(got.top.size(), expected.top.size()) << what;
+  for (size_t t = 0; t < got.top.size(); ++t) {
+    ASSERT_EQ(got.top[t].size(), expected.top[t].size()) << what;
+    for (size_t j = 0; j < got.top[t].size(); ++j) {
+      EXPECT_EQ(got.top[t][j].id, expected.top[t][j].id) << what << " token " << t;
+      EXPECT_EQ(std::memcmp(&got.top[t][j].logprob, &expected.top[t][j].logprob, sizeof(float)), 0)
+          << what << " token " << t << " rank " << j;
     }
   }
+}
+
+class KvTypes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KvTypes, OutputsDoNotDependOnWhenRowsGrewOrHowTheyWereBatched) {
+  const std::vector<int32_t> prompt = prompt_of(700);  // through 256 and 512 rows during prefill
+  const auto whole = open(1, 4096, 1024, GetParam());
+  ASSERT_NE(whole, nullptr);
+  const Output expected = generate(*whole, prompt, 340);  // decoding through 1024 rows
+  ASSERT_EQ(expected.ids.size(), 340u);
+  for (const int n_batch : {7, 1}) {
+    const auto engine = open(1, 4096, n_batch, GetParam());
+    ASSERT_NE(engine, nullptr);
+    expect_same_outputs(generate(*engine, prompt, 340), expected, "n_batch " + std::to_string(n_batch));
+  }
+}
+
+TEST_P(KvTypes, SpeculationGivesPlainDecoding) {
+  // A repeating prompt, so that n-gram drafts are found and verified in batches.
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back(40 + i % 13);
+  const auto plain = open(1, 1024, 64, GetParam());
+  const auto speculative = open(1, 1024, 64, GetParam(), "ngram");
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(speculative, nullptr);
+  expect_same_outputs(generate(*speculative, prompt, 120), generate(*plain, prompt, 120), "ngram");
+}
+
+std::string type_name(const ::testing::TestParamInfo<std::string>& param) { return param.param; }
+
+INSTANTIATE_TEST_SUITE_P(Cache, KvTypes, ::testing::Values("f32", "f16", "q8_0"), type_name);
+
+TEST(KvMemory, F16RowsTakeHalfTheBytesAndStayCloseToF32) {
+  const std::vector<int32_t> prompt = prompt_of(300);
+  const auto f32 = open(2, 2048, 512, "f32");
+  const auto f16 = open(2, 2048, 512, "f16");
+  ASSERT_NE(f32, nullptr);
+  ASSERT_NE(f16, nullptr);
+  const Output exact = generate(*f32, prompt, 16);
+  const Output rounded = generate(*f16, prompt, 16);
+  EXPECT_EQ(f16->state_report().kv * 2, f32->state_report().kv);
+  EXPECT_EQ(f16->info().kv_bytes_per_slot * 2, f32->info().kv_bytes_per_slot);
+  // The first token's distribution: keys and values rounded to 11 significant bits move logprobs little (two
+  // near-equal candidates may swap ranks, so ids are matched, not ranks).
+  ASSERT_FALSE(exact.top.empty());
+  ASSERT_FALSE(rounded.top.empty());
+  int n_matched = 0;
+  for (const TokenLogprob& want : exact.top[0]) {
+    for (const TokenLogprob& got : rounded.top[0]) {
+      if (got.id != want.id) continue;
+      EXPECT_NEAR(got.logprob, want.logprob, 1e-2) << "token " << want.id;
+      ++n_matched;
+    }
+  }
+  EXPECT_GE(n_matched, 3);
+}
+
+TEST(KvMemory, UnknownOrUnfitCacheTypesAreRefusedByName) {
+  EngineOptions options;
+  options.model_path = std::string(REWIND_TEST_DATA) + "/qwen35-tiny-f32.gguf";
+  options.cache_type_k = "q4_0";
+  auto refused = Engine::open(options);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("cache-type-k must be f32, f16 or q8_0, got 'q4_0'"), std::string::npos)
+      << refused.status().message();
 }
 
 }  // namespace

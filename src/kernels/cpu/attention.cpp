@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "base/check.h"
 #include "base/thread_pool.h"
@@ -14,17 +15,50 @@
 
 namespace rwd::kernels::cpu {
 
+void attention(const float* q, const int32_t* positions, int64_t n_tokens, const KvRows& k, const KvRows& v,
+               int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool) {
+  detail::attention_with(has_avx2_fma() ? detail::attention_group_avx2 : detail::attention_group_scalar, q,
+                         positions, n_tokens, k, v, n_kv, out, params, pool);
+}
+
 void attention(const float* q, const int32_t* positions, int64_t n_tokens, const float* k, const float* v,
                int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool) {
   detail::attention_with(has_avx2_fma() ? detail::attention_group_avx2 : detail::attention_group_scalar, q,
                          positions, n_tokens, k, v, n_kv, out, params, pool);
 }
 
+bool is_kv_type(tensor::DType type) {
+  return type == tensor::DType::f32 || type == tensor::DType::f16 || type == tensor::DType::q8_0;
+}
+
 namespace detail {
+
+const float* kv_block(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
+                      int64_t* stride) {
+  const uint8_t* rows = slice.data + static_cast<size_t>(first) * slice.row_bytes;
+  if (slice.type == tensor::DType::f32) {
+    *stride = static_cast<int64_t>(slice.row_bytes / sizeof(float));
+    return reinterpret_cast<const float*>(rows);
+  }
+  const tensor::ToFloatFn to_float = tensor::dtype_traits(slice.type).to_float;
+  for (int64_t j = 0; j < n; ++j) to_float(rows + j * slice.row_bytes, scratch + j * head_dim, head_dim);
+  *stride = head_dim;
+  return scratch;
+}
 
 void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
                     const float* k, const float* v, int64_t n_kv, float* out, const AttentionParams& params,
                     ThreadPool* pool) {
+  const size_t row_bytes = static_cast<size_t>(params.n_head_kv * params.head_dim) * sizeof(float);
+  attention_with(group_fn, q, positions, n_tokens, KvRows{k, tensor::DType::f32, row_bytes},
+                 KvRows{v, tensor::DType::f32, row_bytes}, n_kv, out, params, pool);
+}
+
+void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
+                    const KvRows& k, const KvRows& v, int64_t n_kv, float* out, const AttentionParams& params,
+                    ThreadPool* pool) {
+  REWIND_CHECK(is_kv_type(k.type) && is_kv_type(v.type), "KV rows of type {}/{}: attention reads f32, f16, q8_0",
+               tensor::dtype_name(k.type), tensor::dtype_name(v.type));
   REWIND_CHECK(params.n_head_kv > 0 && params.n_head % params.n_head_kv == 0,
                "n_head {} is not a multiple of n_head_kv {}", params.n_head, params.n_head_kv);
   REWIND_CHECK(params.head_dim > 0 && params.head_dim <= kAttentionMaxHeadDim, "head_dim {} outside [1, {}]",
@@ -35,7 +69,12 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
   }
   const int64_t head_dim = params.head_dim;
   const int64_t n_group = params.n_head / params.n_head_kv;
-  const int64_t kv_stride = params.n_head_kv * head_dim;
+  // Bytes of one head's values in each row: the rows of a head are whole blocks of its type.
+  const size_t k_head_bytes = tensor::row_bytes(k.type, head_dim);
+  const size_t v_head_bytes = tensor::row_bytes(v.type, head_dim);
+  REWIND_CHECK(k.row_bytes >= k_head_bytes * params.n_head_kv && v.row_bytes >= v_head_bytes * params.n_head_kv,
+               "KV rows of {}/{} bytes hold fewer than {} heads of {} values", k.row_bytes, v.row_bytes,
+               params.n_head_kv, head_dim);
   const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
   // Each KV head's query heads are split into n_split contiguous sub-groups of at most kAttentionMaxGroup:
   // as few as possible, so K/V blocks are shared by many heads, but enough for every thread to have work in
@@ -54,13 +93,16 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
       const int64_t h_end = kv_head * n_group + n_group * (split + 1) / n_split;
       const int64_t pos = positions[t];
       const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
-      const int64_t kv_offset = first * kv_stride + kv_head * head_dim;
       const int64_t row_offset = (t * params.n_head + h_begin) * head_dim;
+      const auto slice = [&](const KvRows& rows, size_t head_bytes) {
+        return KvSlice{static_cast<const uint8_t*>(rows.data) + static_cast<size_t>(first) * rows.row_bytes +
+                           static_cast<size_t>(kv_head) * head_bytes,
+                       rows.type, rows.row_bytes};
+      };
       group_fn(AttentionGroup{.q = q + row_offset,
                               .n_queries = h_end - h_begin,
-                              .k = k + kv_offset,
-                              .v = v + kv_offset,
-                              .kv_stride = kv_stride,
+                              .k = slice(k, k_head_bytes),
+                              .v = slice(v, v_head_bytes),
                               .n_keys = pos - first + 1,
                               .head_dim = head_dim,
                               .scale = params.scale,
@@ -88,12 +130,13 @@ struct QueryState {
 // One block of keys for one query head: scores, then, if the block raises the running maximum, the float64
 // accumulators are rescaled by exp(old - new); the block's weighted values are summed in float and folded into
 // the float64 accumulator.
-void block_step_scalar(const AttentionGroup& group, const float* q, const float* k_block, const float* v_block,
-                       int64_t n, QueryState& state, float* weights, float* block_acc) {
+void block_step_scalar(const AttentionGroup& group, const float* q, const float* k_block, int64_t k_stride,
+                       const float* v_block, int64_t v_stride, int64_t n, QueryState& state, float* weights,
+                       float* block_acc) {
   const int64_t head_dim = group.head_dim;
   float block_max = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j) {
-    const float* k_row = k_block + j * group.kv_stride;
+    const float* k_row = k_block + j * k_stride;
     float partial[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     int64_t d = 0;
     for (; d + 4 <= head_dim; d += 4) {
@@ -116,13 +159,20 @@ void block_step_scalar(const AttentionGroup& group, const float* q, const float*
   for (int64_t j = 0; j < n; ++j) {
     const float weight = std::exp(weights[j] - state.running_max);
     state.weight_sum += weight;
-    const float* v_row = v_block + j * group.kv_stride;
+    const float* v_row = v_block + j * v_stride;
     for (int64_t d = 0; d < head_dim; ++d) block_acc[d] += weight * v_row[d];
   }
   for (int64_t d = 0; d < head_dim; ++d) state.acc[d] += block_acc[d];
 }
 
 }  // namespace
+
+std::vector<float>& kv_scratch(int which, int64_t head_dim) {
+  thread_local std::vector<float> scratch[2];
+  const auto needed = static_cast<size_t>(kAttentionBlock * head_dim);
+  if (scratch[which].size() < needed) scratch[which].resize(needed);
+  return scratch[which];
+}
 
 void attention_group_scalar(const AttentionGroup& group) {
   const int64_t head_dim = group.head_dim;
@@ -135,11 +185,17 @@ void attention_group_scalar(const AttentionGroup& group) {
                  .acc = acc + i * head_dim};
     std::fill(states[i].acc, states[i].acc + head_dim, 0.0);
   }
+  std::vector<float>& k_scratch = kv_scratch(0, head_dim);
+  std::vector<float>& v_scratch = kv_scratch(1, head_dim);
   for (int64_t block = 0; block < group.n_keys; block += kAttentionBlock) {
     const int64_t n = std::min(kAttentionBlock, group.n_keys - block);
+    int64_t k_stride = 0;
+    int64_t v_stride = 0;
+    const float* k_block = kv_block(group.k, block, n, head_dim, k_scratch.data(), &k_stride);
+    const float* v_block = kv_block(group.v, block, n, head_dim, v_scratch.data(), &v_stride);
     for (int64_t i = 0; i < group.n_queries; ++i) {
-      block_step_scalar(group, group.q + i * head_dim, group.k + block * group.kv_stride,
-                        group.v + block * group.kv_stride, n, states[i], weights, block_acc);
+      block_step_scalar(group, group.q + i * head_dim, k_block, k_stride, v_block, v_stride, n, states[i], weights,
+                        block_acc);
     }
   }
   for (int64_t i = 0; i < group.n_queries; ++i) {

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/float_kernel_variants.h"
 #include "kernels/cpu/vector_math_avx2.h"
+#include "tensor/quant/blocks.h"
 
 namespace rwd::kernels::cpu::detail {
 namespace {
@@ -46,11 +47,11 @@ inline __m128 dot4(const float* q, const float* const* k_rows, int64_t head_dim)
 
 // Scores of keys [first, first + 8) of a block of n keys into scores[0..8); keys at or past n repeat the last
 // key (their scores are computed and later given weight 0), so the block maximum is unaffected.
-inline __m256 score8(const AttentionGroup& group, const float* q, const float* k_block, int64_t n, int64_t first,
-                     float* scores) {
+inline __m256 score8(const AttentionGroup& group, const float* q, const float* k_block, int64_t k_stride, int64_t n,
+                     int64_t first, float* scores) {
   const float* k_rows[8];
   for (int lane = 0; lane < 8; ++lane) {
-    k_rows[lane] = k_block + std::min<int64_t>(first + lane, n - 1) * group.kv_stride;
+    k_rows[lane] = k_block + std::min<int64_t>(first + lane, n - 1) * k_stride;
   }
   __m256 s = _mm256_set_m128(dot4(q, k_rows + 4, group.head_dim), dot4(q, k_rows, group.head_dim));
   s = _mm256_mul_ps(s, _mm256_set1_ps(group.scale));
@@ -133,15 +134,15 @@ void block_weights(int64_t n, int64_t head_dim, __m256 max8, QueryState& state) 
 
 // One block of n keys for every head of the group: the steps of block_step_scalar (attention.cpp), with the
 // heads innermost so that each K and V row serves all of them while it is in L1.
-void group_block(const AttentionGroup& group, const float* k_block, const float* v_block, int64_t n,
-                 QueryState* states) {
+void group_block(const AttentionGroup& group, const float* k_block, int64_t k_stride, const float* v_block,
+                 int64_t v_stride, int64_t n, QueryState* states) {
   const int64_t head_dim = group.head_dim;
   const int64_t n_vec4 = head_dim - head_dim % 4;
   __m256 max8[kAttentionMaxGroup];
   for (int64_t i = 0; i < group.n_queries; ++i) max8[i] = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < n; j += 8) {
     for (int64_t i = 0; i < group.n_queries; ++i) {
-      max8[i] = _mm256_max_ps(max8[i], score8(group, group.q + i * head_dim, k_block, n, j, states[i].weights + j));
+      max8[i] = _mm256_max_ps(max8[i], score8(group, group.q + i * head_dim, k_block, k_stride, n, j, states[i].weights + j));
     }
   }
   for (int64_t i = 0; i < group.n_queries; ++i) {
@@ -151,14 +152,14 @@ void group_block(const AttentionGroup& group, const float* k_block, const float*
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const float* v_rows[4];
-    for (int key = 0; key < 4; ++key) v_rows[key] = v_block + (j + key) * group.kv_stride;
+    for (int key = 0; key < 4; ++key) v_rows[key] = v_block + (j + key) * v_stride;
     for (int64_t i = 0; i < group.n_queries; ++i) {
       accumulate4(states[i].weights + j, v_rows, head_dim, states[i].block_acc);
     }
   }
   for (; j < n; ++j) {
     for (int64_t i = 0; i < group.n_queries; ++i) {
-      accumulate1(states[i].weights[j], v_block + j * group.kv_stride, head_dim, states[i].block_acc);
+      accumulate1(states[i].weights[j], v_block + j * v_stride, head_dim, states[i].block_acc);
     }
   }
   for (int64_t i = 0; i < group.n_queries; ++i) {
@@ -169,6 +170,38 @@ void group_block(const AttentionGroup& group, const float* k_block, const float*
     }
     for (int64_t d = n_vec4; d < head_dim; ++d) acc[d] += block_acc[d];
   }
+}
+
+// kv_block with the conversions in AVX2/F16C, giving the reference conversions' values: f16 to f32 is exact,
+// and a q8_0 value is the one float product d * q.
+const float* kv_block_avx2(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
+                           int64_t* stride) {
+  if (slice.type == tensor::DType::f32) return kv_block(slice, first, n, head_dim, scratch, stride);
+  const uint8_t* rows = slice.data + static_cast<size_t>(first) * slice.row_bytes;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t* row = rows + j * slice.row_bytes;
+    float* out = scratch + j * head_dim;
+    if (slice.type == tensor::DType::f16) {
+      const auto* halves = reinterpret_cast<const uint16_t*>(row);
+      int64_t d = 0;
+      for (; d + 8 <= head_dim; d += 8) {
+        _mm256_storeu_ps(out + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(halves + d))));
+      }
+      for (; d < head_dim; ++d) out[d] = _cvtsh_ss(halves[d]);
+    } else {  // q8_0: heads are whole blocks (KvCache::check_types)
+      const auto* blocks = reinterpret_cast<const tensor::quant::BlockQ8_0*>(row);
+      for (int64_t b = 0; b < head_dim / tensor::quant::kBlock32; ++b) {
+        const __m256 scale = _mm256_set1_ps(_cvtsh_ss(blocks[b].d));
+        for (int part = 0; part < 4; ++part) {
+          const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blocks[b].qs + 8 * part));
+          _mm256_storeu_ps(out + b * tensor::quant::kBlock32 + 8 * part,
+                           _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
+        }
+      }
+    }
+  }
+  *stride = head_dim;
+  return scratch;
 }
 
 }  // namespace
@@ -189,9 +222,15 @@ void attention_group_avx2(const AttentionGroup& group) {
                  .block_acc = block_acc + i * head_dim};
     std::fill(states[i].acc, states[i].acc + head_dim, 0.0);
   }
+  std::vector<float>& k_scratch = kv_scratch(0, head_dim);
+  std::vector<float>& v_scratch = kv_scratch(1, head_dim);
   for (int64_t block = 0; block < group.n_keys; block += kAttentionBlock) {
     const int64_t n = std::min(kAttentionBlock, group.n_keys - block);
-    group_block(group, group.k + block * group.kv_stride, group.v + block * group.kv_stride, n, states);
+    int64_t k_stride = 0;
+    int64_t v_stride = 0;
+    const float* k_block = kv_block_avx2(group.k, block, n, head_dim, k_scratch.data(), &k_stride);
+    const float* v_block = kv_block_avx2(group.v, block, n, head_dim, v_scratch.data(), &v_stride);
+    group_block(group, k_block, k_stride, v_block, v_stride, n, states);
   }
   const int64_t n_vec8 = head_dim - head_dim % 8;
   for (int64_t i = 0; i < group.n_queries; ++i) {

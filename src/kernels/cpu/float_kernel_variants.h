@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/attention.h"
 
@@ -32,12 +33,18 @@ inline constexpr int64_t kAttentionMaxGroup = 8;
 
 // Query heads h0 .. h0 + n_queries - 1 of one token, all using the same KV head, against the n_keys consecutive
 // key/value rows that token sees. Each head's result is computed exactly as if it were alone.
+// One KV head's rows from the first key a query sees: row j's head_dim values at data + j * row_bytes.
+struct KvSlice {
+  const uint8_t* data;
+  tensor::DType type;
+  size_t row_bytes;
+};
+
 struct AttentionGroup {
   const float* q;     // [n_queries, head_dim], the token's rows for heads h0 ..
   int64_t n_queries;  // 1 .. kAttentionMaxGroup
-  const float* k;     // first visible key of the KV head; row j at k + j * kv_stride
-  const float* v;     // same layout as k
-  int64_t kv_stride;  // floats from one position to the next (n_head_kv * head_dim)
+  KvSlice k;
+  KvSlice v;
   int64_t n_keys;     // >= 1
   int64_t head_dim;   // <= kAttentionMaxHeadDim
   float scale;
@@ -45,11 +52,21 @@ struct AttentionGroup {
   float* out;         // [n_queries, head_dim]
 };
 
+// Rows [first, first + n) of a slice as floats: the rows themselves for f32 (*stride = their floats apart),
+// else converted exactly into scratch ([n, head_dim], *stride = head_dim). n <= kAttentionBlock.
+const float* kv_block(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
+                      int64_t* stride);
+// This thread's scratch for kv_block: which = 0 for keys, 1 for values; kAttentionBlock rows of head_dim.
+std::vector<float>& kv_scratch(int which, int64_t head_dim);
+
 using AttentionGroupFn = void (*)(const AttentionGroup& group);
 void attention_group_scalar(const AttentionGroup& group);
 void attention_group_avx2(const AttentionGroup& group);
 
 // attention() with a chosen group kernel; the public attention() passes the one has_avx2_fma() selects.
+void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
+                    const KvRows& k, const KvRows& v, int64_t n_kv, float* out, const AttentionParams& params,
+                    ThreadPool* pool);
 void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
                     const float* k, const float* v, int64_t n_kv, float* out, const AttentionParams& params,
                     ThreadPool* pool);

@@ -28,12 +28,12 @@ void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float
   state::KvCache& kv = ctx.kv();
   for (const SlotSpan& span : ctx.slot_spans()) {
     for (int64_t t = span.begin; t < span.end; ++t) {
-      std::copy_n(k + t * kv_width, kv_width, kv.k_row(kv_layer, span.slot, batch.positions[t]));
-      std::copy_n(v + t * kv_width, kv_width, kv.v_row(kv_layer, span.slot, batch.positions[t]));
+      kv.write_k(kv_layer, span.slot, batch.positions[t], k + t * kv_width);
+      kv.write_v(kv_layer, span.slot, batch.positions[t], v + t * kv_width);
     }
     const int64_t n_kv = batch.positions[span.end - 1] + 1;
     kernels::cpu::attention(q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
-                            kv.k_data(kv_layer, span.slot), kv.v_data(kv_layer, span.slot), n_kv,
+                            kv.k_rows(kv_layer, span.slot), kv.v_rows(kv_layer, span.slot), n_kv,
                             mixed + span.begin * q_width, params, &ctx.pool());
   }
 }

@@ -111,9 +111,9 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   state::KvCache& kv = ctx.kv();
   for (const SlotSpan& span : ctx.slot_spans()) {
     for (int64_t t = span.begin; t < span.end; ++t) {
-      std::copy_n(latent + t * row_width, row_width, kv.k_row(kv_layer, span.slot, batch.positions[t]));
+      kv.write_k(kv_layer, span.slot, batch.positions[t], latent + t * row_width);
     }
-    const float* rows = kv.k_data(kv_layer, span.slot);
+    const kernels::cpu::KvRows rows = kv.k_rows(kv_layer, span.slot);
     kernels::cpu::attention(q_latent + span.begin * n_head * row_width, batch.positions.data() + span.begin,
                             span.end - span.begin, rows, rows, batch.positions[span.end - 1] + 1,
                             attended + span.begin * n_head * row_width, params, &ctx.pool());
