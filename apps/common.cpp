@@ -71,9 +71,9 @@ void add_cache_type_options(CLI::App& cmd, EngineOptions& engine) {
   // alike (outputs stay exact under speculation and any batching).
   engine.cache_type_k = "f16";
   engine.cache_type_v = "f16";
-  cmd.add_option("-ctk,--cache-type-k", engine.cache_type_k, "how KV cache keys are stored: f32, f16, q8_0")
+  cmd.add_option("--cache-type-k", engine.cache_type_k, "how KV cache keys are stored: f32, f16, q8_0 (or -ctk)")
       ->capture_default_str();
-  cmd.add_option("-ctv,--cache-type-v", engine.cache_type_v, "how KV cache values are stored: f32, f16, q8_0")
+  cmd.add_option("--cache-type-v", engine.cache_type_v, "how KV cache values are stored: f32, f16, q8_0 (or -ctv)")
       ->capture_default_str();
 }
 

@@ -2,9 +2,19 @@
 // and uses only the public API (include/rewind).
 #include <CLI/CLI.hpp>
 
+#include <string_view>
+#include <vector>
+
 #include "commands.h"
 
 int main(int argc, char** argv) {
+  // llama.cpp's multi-letter single-dash flags, which CLI11 cannot name: spelled as the long options they are.
+  std::vector<char*> args(argv, argv + argc);
+  for (char*& arg : args) {
+    if (std::string_view(arg) == "-ctk") arg = const_cast<char*>("--cache-type-k");
+    if (std::string_view(arg) == "-ctv") arg = const_cast<char*>("--cache-type-v");
+  }
+  argv = args.data();
   CLI::App app{"rewind: exact, fast speculative decoding for hybrid attention/recurrent LLMs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "rewind 0.1.0");
