@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rewind/engine.h"
+#include "common/engine_steps.h"
 #include "common/http_client.h"
 #include "rewind/server.h"
 
@@ -134,11 +135,7 @@ EngineOutput run_engine(Request request, const EngineOptions& options = engine_o
     out.top.push_back(event.top);
   });
   EXPECT_TRUE(id.is_ok()) << id.status().message();
-  while (id && !engine.idle()) {
-    const Status status = engine.step();
-    EXPECT_TRUE(status.is_ok()) << status.message();
-    if (!status) break;
-  }
+  if (id) test::step_until_idle(engine);
   out.text = engine.detokenize(out.ids);
   return out;
 }

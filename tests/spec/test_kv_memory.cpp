@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/engine_steps.h"
 #include "rewind/engine.h"
 
 namespace rwd {
@@ -26,9 +27,7 @@ std::unique_ptr<Engine> open(int n_slots, int n_ctx, int n_batch, const std::str
   options.n_slots = n_slots;
   options.n_ctx = n_ctx;
   options.n_batch = n_batch;
-  auto engine = Engine::open(options);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  return engine.is_ok() ? std::move(engine).value() : nullptr;
+  return test::open_engine(options);
 }
 
 struct Output {
@@ -50,11 +49,7 @@ Output generate(Engine& engine, const std::vector<int32_t>& prompt, int max_toke
     out.top.push_back(event.top);
   });
   EXPECT_TRUE(id.is_ok()) << id.status().message();
-  while (id && !engine.idle()) {
-    const Status status = engine.step();
-    EXPECT_TRUE(status.is_ok()) << status.message();
-    if (!status) break;
-  }
+  if (id) test::step_until_idle(engine);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/engine_steps.h"
 #include "common/registry.h"
 #include "common/twin_model.h"
 #include "rewind/engine.h"
@@ -47,9 +48,7 @@ std::unique_ptr<Engine> open(const Config& config) {
   options.spec.rollback = config.rollback;
   options.spec.draft_max = 3;
   if (config.mode == "draft") options.spec.draft_model = test::twin_of(model_file(config.arch));
-  auto engine = Engine::open(options);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  return engine.is_ok() ? std::move(engine).value() : nullptr;
+  return test::open_engine(options);
 }
 
 struct Output {
@@ -75,11 +74,7 @@ Output run(Engine& engine, const std::vector<int32_t>& prompt, bool cache_prompt
   });
   EXPECT_TRUE(id.is_ok()) << id.status().message();
   if (!id.is_ok()) return out;
-  while (!engine.idle()) {
-    const Status status = engine.step();
-    EXPECT_TRUE(status.is_ok()) << status.message();
-    if (!status.is_ok()) break;
-  }
+  test::step_until_idle(engine);
   out.timings = engine.timings(*id);
   return out;
 }
