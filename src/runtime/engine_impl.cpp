@@ -355,17 +355,15 @@ RequestTimings EngineImpl::timings(int64_t request_id) const {
   return {};
 }
 
-EngineImpl::ReusePlan EngineImpl::plan_reuse(const Slot& slot, const Request& request) const {
+EngineImpl::ReusePlan EngineImpl::plan_reuse(const Slot& slot, const Request& request,
+                                            const PromptCache::Matches& cached) const {
   if (!request.cache_prompt) return {};
   const std::vector<int32_t>& prompt = request.prompt_ids;
-  const bool own_state = slot.holds_state && state_->state_kept(slot.index);
   int64_t n_common = 0;
-  if (own_state) {
+  ReusePlan own;
+  if (slot.holds_state && state_->state_kept(slot.index)) {
     const int64_t held = std::min<int64_t>(slot.n_computed, prompt.size());
     n_common = std::mismatch(prompt.begin(), prompt.begin() + held, slot.tokens.begin()).first - prompt.begin();
-  }
-  ReusePlan own;
-  if (own_state) {
     // The prompt's last token is always computed: its logits give the first output token.
     const int64_t limit = std::min<int64_t>(n_common, static_cast<int64_t>(prompt.size()) - 1);
     if (!state_->has_recurrent_layers()) {
@@ -376,26 +374,25 @@ EngineImpl::ReusePlan EngineImpl::plan_reuse(const Slot& slot, const Request& re
       own = {ReusePlan::Kind::rewind, limit};
     }
   }
-  const ReusePlan restored = plan_restore(prompt, n_common);
+  const ReusePlan restored = plan_restore(prompt, n_common, cached);
   return restored.n_kept > own.n_kept ? restored : own;
 }
 
-EngineImpl::ReusePlan EngineImpl::plan_restore(std::span<const int32_t> prompt, int64_t n_common) const {
+EngineImpl::ReusePlan EngineImpl::plan_restore(std::span<const int32_t> prompt, int64_t n_common,
+                                               const PromptCache::Matches& cached) const {
   if (!prompt_cache_ || prompt.size() < 2) return {};
   const auto limit = static_cast<int64_t>(prompt.size()) - 1;
-  int64_t n_archived = 0;
-  const PromptCache::Entry* archive = prompt_cache_->find_kv(prompt, n_archived);
   // Without attention layers any checkpoint will do: there are no KV rows to pair it with.
   const bool has_kv = state_->kv().n_layers() > 0;
-  const int64_t kv_reach = has_kv ? std::min(limit, std::max(n_common, n_archived)) : limit;
+  const int64_t kv_reach = has_kv ? std::min(limit, std::max(n_common, cached.n_archived)) : limit;
   ReusePlan plan{ReusePlan::Kind::restore, kv_reach};
   if (state_->has_recurrent_layers()) {
-    plan.checkpoint = prompt_cache_->find_state(prompt, kv_reach);
+    plan.checkpoint = cached.state_within(kv_reach);
     if (plan.checkpoint == nullptr) return {};
     plan.n_kept = static_cast<int64_t>(plan.checkpoint->tokens.size());
   }
   plan.foreign = plan.n_kept > n_common;
-  if (plan.foreign && has_kv) plan.kv_source = archive;
+  if (plan.foreign && has_kv) plan.kv_source = cached.archive;
   return plan.n_kept > 0 ? plan : ReusePlan{};
 }
 
@@ -405,11 +402,14 @@ EngineImpl::ReusePlan EngineImpl::plan_restore(std::span<const int32_t> prompt, 
 void EngineImpl::assign_pending() {
   while (!pending_.empty()) {
     const Request& request = pending_.front().request;
+    // Matched once per request: prefix comparisons against every entry are the costly part of planning.
+    const PromptCache::Matches cached =
+        prompt_cache_ && request.cache_prompt ? prompt_cache_->match(request.prompt_ids) : PromptCache::Matches{};
     Slot* best = nullptr;
     ReusePlan best_plan;
     for (Slot& slot : slots_) {
       if (slot.busy) continue;
-      const ReusePlan plan = plan_reuse(slot, request);
+      const ReusePlan plan = plan_reuse(slot, request, cached);
       const bool own = !plan.foreign;
       const bool best_own = !best_plan.foreign;
       const bool better = best == nullptr || plan.n_kept > best_plan.n_kept ||
@@ -427,15 +427,17 @@ void EngineImpl::assign_pending() {
   }
 }
 
-PromptCache::Entry EngineImpl::archive(Slot& slot) {
+PromptCache::Entry EngineImpl::cache_entry(Slot& slot, bool with_kv) {
   PromptCache::Entry entry;
   entry.tokens.assign(slot.tokens.begin(), slot.tokens.begin() + slot.n_computed);
   if (state_->has_recurrent_layers()) {
     entry.state.resize(static_cast<size_t>(state_->recurrent().slot_floats()));
     state_->save_recurrent(slot.index, entry.state.data());
   }
-  entry.kv.resize(state_->kv().prefix_bytes(slot.n_computed));
-  state_->kv().save_prefix(slot.index, slot.n_computed, entry.kv.data());
+  if (with_kv) {
+    entry.kv.resize(state_->kv().prefix_bytes(slot.n_computed));
+    state_->kv().save_prefix(slot.index, slot.n_computed, entry.kv.data());
+  }
   return entry;
 }
 
@@ -446,7 +448,7 @@ void EngineImpl::start_request(Slot& slot, Pending next, const ReusePlan& plan) 
   const int64_t n_own_kept = plan.foreign ? 0 : plan.n_kept;
   if (prompt_cache_ && slot.holds_state && state_->state_kept(slot.index) && n_own_kept < slot.n_computed &&
       plan.kind != ReusePlan::Kind::rewind) {
-    displaced = archive(slot);
+    displaced = cache_entry(slot, /*with_kv=*/true);
   }
   slot.busy = true;
   slot.cancelled = false;
@@ -505,11 +507,7 @@ void EngineImpl::maybe_save_checkpoint(Slot& slot) {
   const int64_t every = options_.checkpoint_every;
   const bool interval = every > 0 && slot.n_computed / every > slot.checkpointed_at / every;
   if (!prompt_end && !interval) return;
-  PromptCache::Entry checkpoint;
-  checkpoint.tokens.assign(slot.tokens.begin(), slot.tokens.begin() + slot.n_computed);
-  checkpoint.state.resize(static_cast<size_t>(state_->recurrent().slot_floats()));
-  state_->save_recurrent(slot.index, checkpoint.state.data());
-  prompt_cache_->store(std::move(checkpoint));
+  prompt_cache_->store(cache_entry(slot, /*with_kv=*/false));
   slot.checkpointed_at = slot.n_computed;
 }
 

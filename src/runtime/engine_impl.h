@@ -69,15 +69,17 @@ class EngineImpl final : public Engine {
 
   EngineImpl() = default;
   Status validate_request_spec(const RequestSpec& spec) const;
-  ReusePlan plan_reuse(const Slot& slot, const Request& request) const;
+  // `cached`: what the prompt cache holds for the request's prompt (empty without a cache).
+  ReusePlan plan_reuse(const Slot& slot, const Request& request, const PromptCache::Matches& cached) const;
   // The prompt-cache plan for a slot whose tokens agree with the prompt on n_common: a checkpoint's state with
   // the slot's own KV rows, or an archive's.
-  ReusePlan plan_restore(std::span<const int32_t> prompt, int64_t n_common) const;
+  ReusePlan plan_restore(std::span<const int32_t> prompt, int64_t n_common, const PromptCache::Matches& cached) const;
   // The chat template, or why there is none; warns once when it is a fallback.
   Result<const tokenizer::ChatTemplate*> chat_template() const;
   void start_request(Slot& slot, Pending next, const ReusePlan& plan);
-  // A slot's whole sequence (KV rows and recurrent state), taken before another request overwrites it.
-  PromptCache::Entry archive(Slot& slot);
+  // A prompt-cache entry of a slot's computed tokens: their recurrent state, and with_kv their KV rows too
+  // (an archive of the whole sequence, taken before another request overwrites it).
+  PromptCache::Entry cache_entry(Slot& slot, bool with_kv);
   // After a prompt chunk: a checkpoint at the prompt's end, and every checkpoint_every tokens of a long one.
   void maybe_save_checkpoint(Slot& slot);
   void assign_pending();

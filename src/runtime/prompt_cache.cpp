@@ -50,29 +50,27 @@ void PromptCache::store(Entry entry) {
   entries_.push_back(std::move(entry));
 }
 
-const PromptCache::Entry* PromptCache::find_state(std::span<const int32_t> prompt, int64_t max_length) const {
-  const Entry* best = nullptr;
+PromptCache::Matches PromptCache::match(std::span<const int32_t> prompt) const {
+  Matches matches;
   for (const Entry& entry : entries_) {
-    const auto length = static_cast<int64_t>(entry.tokens.size());
-    if (entry.state.empty() || length > max_length) continue;
-    if (best != nullptr && length <= static_cast<int64_t>(best->tokens.size())) continue;
-    if (is_prefix(entry.tokens, prompt)) best = &entry;
-  }
-  return best;
-}
-
-const PromptCache::Entry* PromptCache::find_kv(std::span<const int32_t> prompt, int64_t& n_common) const {
-  const Entry* best = nullptr;
-  n_common = 0;
-  for (const Entry& entry : entries_) {
+    if (!entry.state.empty() && is_prefix(entry.tokens, prompt)) matches.states.push_back(&entry);
     if (entry.kv.empty()) continue;
     const size_t n = std::min(entry.tokens.size(), prompt.size());
     const auto common = std::mismatch(entry.tokens.begin(), entry.tokens.begin() + static_cast<std::ptrdiff_t>(n),
                                       prompt.begin()).first - entry.tokens.begin();
-    if (common > n_common) {
-      n_common = common;
-      best = &entry;
+    if (common > matches.n_archived) {
+      matches.n_archived = common;
+      matches.archive = &entry;
     }
+  }
+  return matches;
+}
+
+const PromptCache::Entry* PromptCache::Matches::state_within(int64_t max_length) const {
+  const Entry* best = nullptr;
+  for (const Entry* entry : states) {
+    const auto length = static_cast<int64_t>(entry->tokens.size());
+    if (length <= max_length && (best == nullptr || length > static_cast<int64_t>(best->tokens.size()))) best = entry;
   }
   return best;
 }

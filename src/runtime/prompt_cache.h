@@ -32,13 +32,17 @@ class PromptCache {
   // Keeps `entry` (its last_used is set), evicting the least recently used entries to stay in the budget. An
   // entry for the same tokens is merged into it; nothing is kept when the entry alone exceeds the budget.
   void store(Entry entry);
-  // The entry with recurrent state and the longest prefix of `prompt` of at most max_length tokens (and at
-  // least one), or null.
-  const Entry* find_state(std::span<const int32_t> prompt, int64_t max_length) const;
-  // The entry with KV rows that agrees with `prompt` on the most leading tokens (n_common of them, at least
-  // one), or null.
-  const Entry* find_kv(std::span<const int32_t> prompt, int64_t& n_common) const;
-  // Marks an entry found by a find as used now (it is evicted last).
+  // What the cache holds for one prompt, found once and then weighed for every slot.
+  struct Matches {
+    const Entry* archive = nullptr;  // the entry with KV rows agreeing with the prompt on the most leading tokens
+    int64_t n_archived = 0;          // how many (0: no archive)
+    std::vector<const Entry*> states;  // entries with recurrent state whose tokens are a prefix of the prompt
+
+    // The longest of `states` of at most max_length tokens, or null.
+    const Entry* state_within(int64_t max_length) const;
+  };
+  Matches match(std::span<const int32_t> prompt) const;
+  // Marks an entry found by match() as used now (it is evicted last).
   void touch(const Entry* entry);
 
   size_t bytes() const { return bytes_; }

@@ -35,7 +35,7 @@ void ConnectionPool::enqueue(std::function<void()> connection) {
   }
   ++n_open_;
   waiting_.push_back(std::move(connection));
-  if (n_idle_threads_ > waiting_.size() - 1) {
+  if (n_idle_threads_ >= waiting_.size()) {  // an idle thread will take it
     work_ready_.notify_all();
     return;
   }

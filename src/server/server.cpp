@@ -87,6 +87,9 @@ size_t connection_cap(size_t wanted) {
   return allowed;
 }
 
+// What a draining server answers to new generation requests, and /health's reason while it drains.
+constexpr const char* kDrainingMessage = "the server is shutting down: it finishes what it runs, and takes nothing new";
+
 // Held by whatever answers an admitted request; the last holder gives the place back.
 class Admission {
  public:
@@ -121,6 +124,13 @@ struct Exchange {
   std::string text;
   std::vector<GeneratedToken> tokens;
 };
+
+// Takes an update's output into an unstreamed exchange; true when it was the last.
+bool absorb(Exchange& exchange, GenerationUpdate& update) {
+  exchange.text += update.text;
+  for (GeneratedToken& token : update.tokens) exchange.tokens.push_back(std::move(token));
+  return update.done;
+}
 
 class HttpServer final : public Server {
  public:
@@ -160,6 +170,8 @@ class HttpServer final : public Server {
   // (a failed step is a 500); a longer one is written by write_whole, whose status is 200 once the first
   // keep-alive byte has gone out (a failure then comes as an error body).
   bool answer_within_a_keep_alive(Exchange& exchange, httplib::Response& res);
+  // An unstreamed request's status and body once its generation ended (its outcome counted).
+  std::pair<int, json> final_answer(Exchange& exchange, const GenerationUpdate& final);
   std::string piece_of(int32_t id) const { return loop_->engine().detokenize({id}); }
 
   ServerOptions options_;
@@ -332,9 +344,7 @@ void HttpServer::routes() {
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining_) {
       send_json(res, 503, {{"status", "draining"},
-                           {"error", {{"message", "the server is shutting down: it finishes what it runs, and "
-                                                  "takes nothing new"},
-                                      {"type", "unavailable_error"}}},
+                           {"error", {{"message", kDrainingMessage}, {"type", "unavailable_error"}}},
                            {"in_flight", in_flight_.load()}});
       return;
     }
@@ -517,8 +527,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   if (draining_) {
     metrics_.count(Outcome::rejected);
     res.set_header("Connection", "close");
-    send_error(res, {503, "the server is shutting down: it finishes what it runs, and takes nothing new; send the "
-                          "request to another replica", "", "unavailable_error"});
+    send_error(res, {503, std::string(kDrainingMessage) + "; send the request to another replica", "",
+                     "unavailable_error"});
     return;
   }
   json body;
@@ -671,19 +681,19 @@ bool HttpServer::answer_within_a_keep_alive(Exchange& exchange, httplib::Respons
                                                deadline - Clock::now()))) {
       continue;
     }
-    exchange.text += update.text;
-    for (GeneratedToken& token : update.tokens) exchange.tokens.push_back(std::move(token));
-    if (!update.done) continue;
-    record_end(exchange, update);
-    if (update.finish_reason == "error") {
-      send_error(res, {500, update.error, "", "server_error"});
-    } else {
-      send_json(res, 200, exchange.native ? native_final(exchange, update, exchange.text, exchange.tokens)
-                                          : full_response(exchange, update, exchange.text, exchange.tokens));
-    }
+    if (!absorb(exchange, update)) continue;
+    const auto [status, body] = final_answer(exchange, update);
+    send_json(res, status, body);
     return true;
   }
   return false;
+}
+
+std::pair<int, json> HttpServer::final_answer(Exchange& exchange, const GenerationUpdate& final) {
+  record_end(exchange, final);
+  if (final.finish_reason == "error") return {500, error_body({500, final.error, "", "server_error"})};
+  return {200, exchange.native ? native_final(exchange, final, exchange.text, exchange.tokens)
+                               : full_response(exchange, final, exchange.text, exchange.tokens)};
 }
 
 json HttpServer::chunk(const Exchange& exchange, const std::string& text, const std::vector<GeneratedToken>& tokens,
@@ -839,8 +849,6 @@ bool HttpServer::stream_events(Exchange& exchange, httplib::DataSink& sink) {
 }
 
 bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
-  std::string& text = exchange.text;
-  std::vector<GeneratedToken>& tokens = exchange.tokens;
   Clock::time_point last_write = Clock::now();
   while (true) {
     GenerationUpdate update;
@@ -855,14 +863,8 @@ bool HttpServer::write_whole(Exchange& exchange, httplib::DataSink& sink) {
       last_write = Clock::now();
       if (!got) continue;
     }
-    text += update.text;
-    for (GeneratedToken& token : update.tokens) tokens.push_back(std::move(token));
-    if (!update.done) continue;
-    record_end(exchange, update);
-    const std::string body = update.finish_reason == "error"
-                                 ? dump(error_body({500, update.error, "", "server_error"}))
-                                 : dump(exchange.native ? native_final(exchange, update, text, tokens)
-                                                        : full_response(exchange, update, text, tokens));
+    if (!absorb(exchange, update)) continue;
+    const std::string body = dump(final_answer(exchange, update).second);
     sink.write(body.data(), body.size());
     sink.done();
     return true;

@@ -209,16 +209,22 @@ TEST(ChatTemplate, RicherMessagesReachTheTemplate) {
             "user:u;assistant:[r=think][weather({\"city\": \"Paris\", \"days\": 2})];tool:18C[id=call_1];True");
 }
 
+// An array nested `depth` deep: [[[...]]].
+nlohmann::ordered_json nested_arrays(int depth) {
+  nlohmann::ordered_json outer = nlohmann::ordered_json::array();
+  nlohmann::ordered_json* innermost = &outer;
+  for (int i = 0; i < depth; ++i) {
+    innermost->push_back(nlohmann::ordered_json::array());
+    innermost = &innermost->back();
+  }
+  return outer;
+}
+
 // Tool schemas come from requests; one nested absurdly deep is refused, not recursed into.
 TEST(ChatTemplate, DeeplyNestedInputsAreRefused) {
   const ChatTemplate chat = from_jinja_ok("{{ tools | tojson }}");
   ChatInputs inputs;
-  inputs.tools = nlohmann::ordered_json::array();
-  nlohmann::ordered_json* innermost = &inputs.tools;
-  for (int i = 0; i < 5000; ++i) {
-    innermost->push_back(nlohmann::ordered_json::array());
-    innermost = &innermost->back();
-  }
+  inputs.tools = nested_arrays(5000);
   auto text = chat.apply(inputs);
   ASSERT_FALSE(text.is_ok());
   EXPECT_NE(text.status().message().find("nested deeper than"), std::string::npos) << text.status().message();
@@ -232,12 +238,7 @@ TEST(ChatTemplate, DeeplyNestedInputsAreRefusedWhenMarkedToo) {
   const Tokenizer tokenizer = load_tokenizer("vocab/smollm2-vocab.gguf");
   const ChatTemplate chat = from_jinja_ok("{{ tools | tojson }}");
   ChatInputs inputs;
-  inputs.tools = nlohmann::ordered_json::array();
-  nlohmann::ordered_json* innermost = &inputs.tools;
-  for (int i = 0; i < 5000; ++i) {
-    innermost->push_back(nlohmann::ordered_json::array());
-    innermost = &innermost->back();
-  }
+  inputs.tools = nested_arrays(5000);
   auto marked = chat.apply_marked(inputs, tokenizer);
   ASSERT_FALSE(marked.is_ok());
   EXPECT_NE(marked.status().message().find("nested deeper than"), std::string::npos) << marked.status().message();
