@@ -38,9 +38,14 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kTypes[] = {DType::f32,   DType::f16,   DType::bf16,  DType::q4_0,   DType::q4_1,  DType::q5_0,
-                            DType::q5_1,  DType::q8_0,  DType::q4_k,  DType::q5_k,   DType::q6_k,  DType::q2_k,
-                            DType::q3_k,  DType::iq4_nl, DType::iq4_xs, DType::tq1_0, DType::tq2_0, DType::mxfp4};
+// Every weight type the kernels run.
+std::vector<DType> weight_types() {
+  std::vector<DType> types;
+  for (const tensor::DTypeTraits& traits : tensor::all_dtype_traits()) {
+    if (tensor::is_supported_weight_type(traits.dtype)) types.push_back(traits.dtype);
+  }
+  return types;
+}
 
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
   std::mt19937_64 engine(seed);
@@ -70,6 +75,19 @@ void random_read_only_row(DType type, int64_t n, uint64_t seed, uint8_t* out) {
       case DType::tq1_0: put(offsetof(q::BlockTQ1_0, d)); break;
       case DType::tq2_0: put(offsetof(q::BlockTQ2_0, d)); break;
       case DType::mxfp4: block[offsetof(q::BlockMXFP4, e)] = 127; break;
+      case DType::iq2_xxs: put(offsetof(q::BlockIQ2XXS, d)); break;
+      case DType::iq2_xs: put(offsetof(q::BlockIQ2XS, d)); break;
+      case DType::iq2_s: put(offsetof(q::BlockIQ2S, d)); break;
+      case DType::iq3_xxs: put(offsetof(q::BlockIQ3XXS, d)); break;
+      case DType::iq3_s: put(offsetof(q::BlockIQ3S, d)); break;
+      case DType::iq1_s: put(offsetof(q::BlockIQ1S, d)); break;
+      case DType::iq1_m: {  // d's nibbles are the top nibbles of the four 16-bit scale words
+        uint8_t* scale_words = block + offsetof(q::BlockIQ1M, scales);
+        for (int i = 0; i < 4; ++i) {
+          scale_words[2 * i + 1] = static_cast<uint8_t>((scale_words[2 * i + 1] & 0x0F) | (((scale >> (4 * i)) & 15) << 4));
+        }
+        break;
+      }
       default: break;
     }
   }
@@ -259,12 +277,12 @@ void BM_MatmulCold(benchmark::State& state, const ReadCeiling& ceiling) {
 
 void vec_dot_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n"});
-  for (DType type : kTypes) bench->Args({static_cast<int64_t>(type), 2048});
+  for (DType type : weight_types()) bench->Args({static_cast<int64_t>(type), 2048});
 }
 
 void matmul_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
-  for (DType type : kTypes) {
+  for (DType type : weight_types()) {
     for (int64_t n : {768, 2048}) {
       for (int64_t rows : {int64_t{1}, int64_t{4}, kPrefillRows}) {
         for (int64_t threads : kMatmulThreadCounts) bench->Args({static_cast<int64_t>(type), n, rows, threads});
@@ -275,7 +293,7 @@ void matmul_args(benchmark::internal::Benchmark* bench) {
 
 void matmul_cold_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
-  for (DType type : kTypes) {
+  for (DType type : weight_types()) {
     for (int64_t threads : kMatmulThreadCounts) bench->Args({static_cast<int64_t>(type), 2048, 1, threads});
   }
   // Verify batches (1 + k tokens) against the decode step above: where panels start to pay (min_rows).
@@ -286,7 +304,7 @@ void matmul_cold_args(benchmark::internal::Benchmark* bench) {
 
 void panel_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n"});
-  for (DType type : kTypes) {
+  for (DType type : weight_types()) {
     if (tensor::dtype_traits(type).block_size > 1) bench->Args({static_cast<int64_t>(type), 1024});
   }
 }

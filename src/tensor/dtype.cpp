@@ -25,26 +25,28 @@ constexpr std::array<DTypeTraits, 32> kTraits = {{
     {DType::q5_k, "q5_K", 256, 176, quant::to_float_q5_k, quant::from_float_q5_k, DType::q8_k},
     {DType::q6_k, "q6_K", 256, 210, quant::to_float_q6_k, quant::from_float_q6_k, DType::q8_k},
     {DType::q8_k, "q8_K", 256, 292, quant::to_float_q8_k, quant::from_float_q8_k, DType::q8_k},
-    {DType::iq2_xxs, "iq2_xxs", 256, 66, nullptr, nullptr, DType::q8_k},
-    {DType::iq2_xs, "iq2_xs", 256, 74, nullptr, nullptr, DType::q8_k},
-    {DType::iq3_xxs, "iq3_xxs", 256, 98, nullptr, nullptr, DType::q8_k},
-    {DType::iq1_s, "iq1_s", 256, 50, nullptr, nullptr, DType::q8_k},
+    {DType::iq2_xxs, "iq2_xxs", 256, 66, quant::to_float_iq2_xxs, nullptr, DType::q8_k},
+    {DType::iq2_xs, "iq2_xs", 256, 74, quant::to_float_iq2_xs, nullptr, DType::q8_k},
+    {DType::iq3_xxs, "iq3_xxs", 256, 98, quant::to_float_iq3_xxs, nullptr, DType::q8_k},
+    {DType::iq1_s, "iq1_s", 256, 50, quant::to_float_iq1_s, nullptr, DType::q8_k},
     {DType::iq4_nl, "iq4_nl", 32, 18, quant::to_float_iq4_nl, nullptr, DType::q8_0},
-    {DType::iq3_s, "iq3_s", 256, 110, nullptr, nullptr, DType::q8_k},
-    {DType::iq2_s, "iq2_s", 256, 82, nullptr, nullptr, DType::q8_k},
+    {DType::iq3_s, "iq3_s", 256, 110, quant::to_float_iq3_s, nullptr, DType::q8_k},
+    {DType::iq2_s, "iq2_s", 256, 82, quant::to_float_iq2_s, nullptr, DType::q8_k},
     {DType::iq4_xs, "iq4_xs", 256, 136, quant::to_float_iq4_xs, nullptr, DType::q8_k},
     {DType::i8, "i8", 1, 1, nullptr, nullptr, DType::i8},
     {DType::i16, "i16", 1, 2, nullptr, nullptr, DType::i16},
     {DType::i32, "i32", 1, 4, nullptr, nullptr, DType::i32},
     {DType::i64, "i64", 1, 8, nullptr, nullptr, DType::i64},
     {DType::f64, "f64", 1, 8, nullptr, nullptr, DType::f64},
-    {DType::iq1_m, "iq1_m", 256, 56, nullptr, nullptr, DType::q8_k},
+    {DType::iq1_m, "iq1_m", 256, 56, quant::to_float_iq1_m, nullptr, DType::q8_k},
     {DType::tq1_0, "tq1_0", 256, 54, quant::to_float_tq1_0, nullptr, DType::q8_k},
     {DType::tq2_0, "tq2_0", 256, 66, quant::to_float_tq2_0, nullptr, DType::q8_k},
     {DType::mxfp4, "mxfp4", 32, 17, quant::to_float_mxfp4, nullptr, DType::q8_0},
 }};
 
 }  // namespace
+
+std::span<const DTypeTraits> all_dtype_traits() { return kTraits; }
 
 const DTypeTraits* find_dtype_traits(uint32_t id) {
   for (const auto& traits : kTraits) {
@@ -86,6 +88,13 @@ bool is_supported_weight_type(DType dtype) {
     case DType::tq1_0:
     case DType::tq2_0:
     case DType::mxfp4:
+    case DType::iq2_xxs:
+    case DType::iq2_xs:
+    case DType::iq2_s:
+    case DType::iq3_xxs:
+    case DType::iq3_s:
+    case DType::iq1_s:
+    case DType::iq1_m:
       return true;
     default:
       return false;

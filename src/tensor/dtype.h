@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace rwd::tensor {
@@ -59,6 +60,9 @@ struct DTypeTraits {
   DType vec_dot_type;         // what activations are quantized to for a dot product with this weight type
 };
 
+// Every row of the traits table.
+std::span<const DTypeTraits> all_dtype_traits();
+
 // nullptr for ids that are not ggml types at all.
 const DTypeTraits* find_dtype_traits(uint32_t id);
 const DTypeTraits& dtype_traits(DType dtype);
@@ -69,8 +73,8 @@ inline std::string_view dtype_name(DType dtype) { return dtype_traits(dtype).nam
 size_t row_bytes(DType dtype, int64_t n);
 
 // True where the type has a reference dequantizer and CPU dot-product kernels (weights rewind can run). Some
-// such types are read-only: no quantizer (from_float null), so rewind never writes them (q2_K, q3_K, iq4_nl,
-// iq4_xs, tq1_0, tq2_0, mxfp4).
+// such types are read-only: no quantizer (from_float null), so rewind never writes them (q2_K, q3_K, the
+// i-quants, tq1_0, tq2_0, mxfp4).
 bool is_supported_weight_type(DType dtype);
 
 }  // namespace rwd::tensor

@@ -52,9 +52,28 @@ inline uint16_t random_fp16(QuantRandom& random, double lo_exp, double hi_exp, b
   return fp32_to_fp16(static_cast<float>(positive || random.unit() < 0.5 ? magnitude : -magnitude));
 }
 
-// Raw blocks of a type rewind reads but never writes (q2_K, q3_K, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4): every
-// payload byte uniform in 0..255 (all levels, scales, mins and digits occur), fp16 scales of magnitude
-// 2^[-8, 0) (q2_K's d and dmin positive, as ggml writes them), mxfp4 scales 2^(e - 128) for e in 110..135.
+// Every weight type the kernels run (tensor::is_supported_weight_type), in the traits table's order.
+inline std::vector<tensor::DType> weight_types() {
+  std::vector<tensor::DType> types;
+  for (const tensor::DTypeTraits& traits : tensor::all_dtype_traits()) {
+    if (tensor::is_supported_weight_type(traits.dtype)) types.push_back(traits.dtype);
+  }
+  return types;
+}
+
+// The weight types rewind reads but never writes (no reference quantizer): q2_K, q3_K, the i-quants, tq1_0,
+// tq2_0, mxfp4.
+inline std::vector<tensor::DType> read_only_types() {
+  std::vector<tensor::DType> types;
+  for (tensor::DType type : weight_types()) {
+    if (tensor::dtype_traits(type).from_float == nullptr) types.push_back(type);
+  }
+  return types;
+}
+
+// Raw blocks of a read-only type: every payload byte uniform in 0..255 (all levels, scales, mins, digits, grid
+// indices and signs occur), fp16 scales of magnitude 2^[-8, 0) (q2_K's d and dmin positive, as ggml writes
+// them), mxfp4 scales 2^(e - 128) for e in 110..135.
 inline std::vector<uint8_t> random_raw_blocks(tensor::DType type, int64_t n, QuantRandom& random) {
   namespace q = tensor::quant;
   const tensor::DTypeTraits& traits = tensor::dtype_traits(type);
@@ -79,6 +98,21 @@ inline std::vector<uint8_t> random_raw_blocks(tensor::DType type, int64_t n, Qua
       case tensor::DType::mxfp4:
         block[offsetof(q::BlockMXFP4, e)] = static_cast<uint8_t>(random.integer(110, 135));
         break;
+      case tensor::DType::iq2_xxs: put_half(block, offsetof(q::BlockIQ2XXS, d), false); break;
+      case tensor::DType::iq2_xs: put_half(block, offsetof(q::BlockIQ2XS, d), false); break;
+      case tensor::DType::iq2_s: put_half(block, offsetof(q::BlockIQ2S, d), false); break;
+      case tensor::DType::iq3_xxs: put_half(block, offsetof(q::BlockIQ3XXS, d), false); break;
+      case tensor::DType::iq3_s: put_half(block, offsetof(q::BlockIQ3S, d), false); break;
+      case tensor::DType::iq1_s: put_half(block, offsetof(q::BlockIQ1S, d), false); break;
+      case tensor::DType::iq1_m: {
+        // d's four nibbles are the top nibbles of the four 16-bit scale words (blocks.h).
+        const uint16_t d = random_fp16(random, -8.0, 0.0);
+        uint8_t* scales = block + offsetof(q::BlockIQ1M, scales);
+        for (int i = 0; i < 4; ++i) {
+          scales[2 * i + 1] = static_cast<uint8_t>((scales[2 * i + 1] & 0x0F) | (((d >> (4 * i)) & 0xF) << 4));
+        }
+        break;
+      }
       default: return {};  // not a read-only type
     }
   }

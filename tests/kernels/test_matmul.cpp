@@ -32,11 +32,6 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kWeightTypes[] = {DType::f32,   DType::f16,    DType::bf16,   DType::q4_0,  DType::q4_1,
-                                  DType::q5_0,  DType::q5_1,   DType::q8_0,   DType::q4_k,  DType::q5_k,
-                                  DType::q6_k,  DType::q2_k,   DType::q3_k,   DType::iq4_nl, DType::iq4_xs,
-                                  DType::tq1_0, DType::tq2_0, DType::mxfp4};
-
 // A quantized [n_out, n_in] weight that owns its bytes.
 struct Weight {
   std::vector<uint8_t> bytes;
@@ -84,7 +79,7 @@ TEST(Matmul, MatchesFloat64Reference) {
   ThreadPool pool(2);
   MatmulScratch scratch;
   constexpr int64_t kOut = 37;
-  for (DType type : kWeightTypes) {
+  for (DType type : test::weight_types()) {
     for (int64_t n_rows : {1, 5, 17}) {  // one-row kernels, one panel, three panels
       SCOPED_TRACE(std::string(tensor::dtype_name(type)) + " n_rows=" + std::to_string(n_rows));
       const int64_t n_in = n_in_for(type);
@@ -115,7 +110,7 @@ TEST(Matmul, BatchInvariantAndThreadCountInvariant) {
   const int oversubscribed = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int n_threads : {1, 2, 3, oversubscribed}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
   constexpr int64_t kOut = 71, kMaxRows = 65;
-  for (DType type : kWeightTypes) {
+  for (DType type : test::weight_types()) {
     SCOPED_TRACE(std::string(tensor::dtype_name(type)));
     const int64_t n_in = n_in_for(type);
     const Weight weight = make_weight(type, kOut, n_in, 100 + static_cast<uint64_t>(type));
@@ -149,7 +144,7 @@ TEST(Matmul, SharedInputEqualsSeparateCalls) {
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
   std::vector<std::vector<DType>> groups;
-  for (DType type : kWeightTypes) groups.push_back({type, type, type});
+  for (DType type : test::weight_types()) groups.push_back({type, type, type});
   groups.push_back({DType::q4_0, DType::q8_0, DType::q5_1});
   groups.push_back({DType::q8_0, DType::f16, DType::q4_k, DType::f32});
   const int64_t n_outs[] = {71, 8, 300, 33};

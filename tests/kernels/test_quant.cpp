@@ -1,7 +1,7 @@
 // links: rewind_tensor
 // Block formats and reference (de)quantizers of tensor/quant: struct sizes against the traits table,
 // dequantization of hand-built blocks checked against values worked out from ggml's format description,
-// dequantization of the read-only types (q2_K, q3_K, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4) bit for bit against
+// dequantization of the read-only types (q2_K, q3_K, the i-quants, tq1_0, tq2_0, mxfp4) bit for bit against
 // the PyPI gguf package's numpy dequantizer on random blocks (tests/data/quant, tools/quant/make_dequant_vectors.py),
 // round-trip error of the quantizers on rows of varied magnitude, and the q8 fields the kernels rely on.
 #include <gtest/gtest.h>
@@ -53,6 +53,16 @@ TEST(QuantBlocks, SizesMatchTraitsTable) {
   EXPECT_EQ(dtype_traits(DType::tq1_0).block_bytes, sizeof(BlockTQ1_0));
   EXPECT_EQ(dtype_traits(DType::tq2_0).block_bytes, sizeof(BlockTQ2_0));
   EXPECT_EQ(dtype_traits(DType::mxfp4).block_bytes, sizeof(BlockMXFP4));
+  EXPECT_EQ(dtype_traits(DType::iq2_xxs).block_bytes, sizeof(BlockIQ2XXS));
+  EXPECT_EQ(dtype_traits(DType::iq2_xs).block_bytes, sizeof(BlockIQ2XS));
+  EXPECT_EQ(dtype_traits(DType::iq2_s).block_bytes, sizeof(BlockIQ2S));
+  EXPECT_EQ(dtype_traits(DType::iq3_xxs).block_bytes, sizeof(BlockIQ3XXS));
+  EXPECT_EQ(dtype_traits(DType::iq3_s).block_bytes, sizeof(BlockIQ3S));
+  EXPECT_EQ(dtype_traits(DType::iq1_s).block_bytes, sizeof(BlockIQ1S));
+  EXPECT_EQ(dtype_traits(DType::iq1_m).block_bytes, sizeof(BlockIQ1M));
+  EXPECT_EQ(offsetof(BlockIQ3S, scales), 106u);  // d, qs[64], qh[8], signs[32], then scales[4]
+  EXPECT_EQ(offsetof(BlockIQ1S, qh), 34u);
+  EXPECT_EQ(offsetof(BlockIQ1M, scales), 48u);
   EXPECT_EQ(offsetof(BlockQ2K, d), 80u);   // scales[16], qs[64], then d and dmin
   EXPECT_EQ(offsetof(BlockQ3K, d), 108u);  // hmask[32], qs[64], scales[12], then d
   EXPECT_EQ(offsetof(BlockIQ4XS, qs), 8u);
@@ -243,9 +253,7 @@ TEST_P(DequantizeMatchesGguf, BitExactOnRandomBlocks) {
   EXPECT_EQ(n_wrong, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(ReadOnlyTypes, DequantizeMatchesGguf,
-                         ::testing::Values(DType::q2_k, DType::q3_k, DType::iq4_nl, DType::iq4_xs, DType::tq1_0,
-                                           DType::tq2_0, DType::mxfp4),
+INSTANTIATE_TEST_SUITE_P(ReadOnlyTypes, DequantizeMatchesGguf, ::testing::ValuesIn(test::read_only_types()),
                          [](const auto& test_info) { return std::string(dtype_name(test_info.param)); });
 
 // A tq1_0 byte is ceil(256 * code / 243) for the base-3 code t0 t1 t2 t3 t4 (t0 most significant); digit k

@@ -8,7 +8,7 @@
 // dispatched functions being one of the tables; and every VNNI flavour the CPU runs (vnni-emulated wherever
 // there is AVX2) bit-identical to the AVX2 table's one-pair kernel for its one-pair, tile and panel kernels, on
 // random blocks and on blocks at the ends of their ranges (activations at ±127), which would catch saturation.
-// Weight rows of the types rewind reads but cannot write (q2_K, q3_K, iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4) are
+// Weight rows of the types rewind reads but cannot write (q2_K, q3_K, the i-quants, tq1_0, tq2_0, mxfp4) are
 // random raw blocks (quant_test_util.h): every level, scale and digit pattern, not just those a quantizer makes.
 #include <gtest/gtest.h>
 
@@ -62,15 +62,6 @@ std::vector<Isa> isas() {
   return result;
 }
 
-constexpr DType kWeightTypes[] = {DType::f32,   DType::f16,    DType::bf16,   DType::q4_0,  DType::q4_1,
-                                  DType::q5_0,  DType::q5_1,   DType::q8_0,   DType::q4_k,  DType::q5_k,
-                                  DType::q6_k,  DType::q2_k,   DType::q3_k,   DType::iq4_nl, DType::iq4_xs,
-                                  DType::tq1_0, DType::tq2_0, DType::mxfp4};
-
-// The types rewind reads but does not write: their weight rows are random raw blocks.
-constexpr DType kReadOnlyTypes[] = {DType::q2_k,  DType::q3_k,  DType::iq4_nl, DType::iq4_xs,
-                                    DType::tq1_0, DType::tq2_0, DType::mxfp4};
-
 std::vector<int64_t> sizes_for(DType type) {
   switch (tensor::dtype_traits(type).block_size) {
     case 1: return {1, 7, 32, 33, 96, 255, 256, 768, 1001, 2816};
@@ -114,7 +105,7 @@ double dequantized_dot(DType type, int64_t n, const void* weight_row, const std:
 
 TEST(VecDot, EveryTypeMatchesReferences) {
   for (const Isa& isa : isas()) {
-    for (DType type : kWeightTypes) {
+    for (DType type : test::weight_types()) {
       const DType act_type = tensor::dtype_traits(type).vec_dot_type;
       for (int64_t n : sizes_for(type)) {
         for (uint64_t seed = 0; seed < 3; ++seed) {
@@ -175,7 +166,7 @@ TEST(VecDot, TilesAreBitIdenticalToOnePair) {
   // 9 weight rows: two blocks of 4 and a remainder; 13 activation rows: three float blocks, four quantized groups.
   constexpr int64_t kWeightRows = 9, kMaxRows = 13, kOutStride = 11;
   for (const Isa& isa : isas()) {
-    for (DType type : kWeightTypes) {
+    for (DType type : test::weight_types()) {
       SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)));
       const int64_t n = odd_length(type);
       test::QuantRandom random(99 + static_cast<uint64_t>(type));
@@ -214,7 +205,7 @@ TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
   constexpr int64_t kWeightRows = 5, kOutStride = 7;
   int n_types_with_panels = 0;
   for (const Isa& isa : isas()) {
-    for (DType type : kWeightTypes) {
+    for (DType type : test::weight_types()) {
       const VecDotKernel kernel = isa.kernel(type);
       if (kernel.panel.dot == nullptr) continue;
       ++n_types_with_panels;
@@ -496,11 +487,11 @@ TEST_P(VnniMatchesAvx2, FloatTypesAndQuantizersAreAvx2s) {
     EXPECT_EQ(quantize_row_fn(isa, act_type), avx2::quantize_row_fn(act_type)) << tensor::dtype_name(act_type);
   }
   // The read-only types have no VNNI kernels of their own yet: the AVX2 ones serve every flavour.
-  for (DType type : kReadOnlyTypes) {
+  for (DType type : test::read_only_types()) {
     EXPECT_EQ(vec_dot_kernel(isa, type).one, avx2::vec_dot_kernel(type).one) << tensor::dtype_name(type);
     EXPECT_EQ(vec_dot_kernel(isa, type).tile, avx2::vec_dot_kernel(type).tile) << tensor::dtype_name(type);
   }
-  EXPECT_EQ(vec_dot_kernel(isa, DType::iq2_xxs).one, nullptr);
+  EXPECT_EQ(vec_dot_kernel(isa, DType::q8_k).one, nullptr);
 }
 
 // Test names cannot hold a '-'.
@@ -526,7 +517,7 @@ TEST(VecDot, DispatchPicksOneOfTheTables) {
       EXPECT_EQ(isa, avx2_supported() ? KernelIsa::avx2 : KernelIsa::scalar);
     }
   }
-  for (DType type : kWeightTypes) {
+  for (DType type : test::weight_types()) {
     ASSERT_TRUE(tensor::is_supported_weight_type(type));
     const VecDotKernel table = table_of(isa)(type);
     EXPECT_EQ(vec_dot_fn(type), table.one) << tensor::dtype_name(type);
@@ -535,8 +526,8 @@ TEST(VecDot, DispatchPicksOneOfTheTables) {
     const DType act_type = tensor::dtype_traits(type).vec_dot_type;
     EXPECT_NE(quantize_row_fn(act_type), nullptr) << tensor::dtype_name(act_type);
   }
-  EXPECT_EQ(vec_dot_fn(DType::iq2_xxs), nullptr);
-  EXPECT_FALSE(tensor::is_supported_weight_type(DType::iq2_xxs));
+  EXPECT_EQ(vec_dot_fn(DType::i32), nullptr);
+  EXPECT_FALSE(tensor::is_supported_weight_type(DType::i32));
   EXPECT_EQ(vec_dot_fn(DType::q8_k), nullptr);
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Dequantization test vectors for the read-only GGUF quant types, from an implementation nobody here wrote.
+"""Dequantization test vectors for the read-only GGUF quant types (k-quants, i-quants, ternary, mxfp4), from an
+implementation nobody here wrote.
 
 For each type: random raw blocks (every payload byte uniform in 0..255, so every bit pattern of levels, scales
 and ternary digits occurs; the fp16 scale fields finite, including fp16 subnormals, and the mxfp4 e8m0 byte
@@ -33,6 +34,13 @@ TYPES = {
     "tq1_0": (T.TQ1_0, {"d": 52}),
     "tq2_0": (T.TQ2_0, {"d": 64}),
     "mxfp4": (T.MXFP4, {}),  # byte 0 is the e8m0 scale
+    "iq2_xxs": (T.IQ2_XXS, {"d": 0}),
+    "iq2_xs": (T.IQ2_XS, {"d": 0}),
+    "iq2_s": (T.IQ2_S, {"d": 0}),
+    "iq3_xxs": (T.IQ3_XXS, {"d": 0}),
+    "iq3_s": (T.IQ3_S, {"d": 0}),
+    "iq1_s": (T.IQ1_S, {"d": 0}),
+    "iq1_m": (T.IQ1_M, {}),  # d is the top nibbles of the four scale words (bytes 48..55)
 }
 
 
@@ -55,6 +63,13 @@ def make_blocks(name: str, rng: np.random.Generator) -> np.ndarray:
         for field, offset in fields.items():
             # q2_K's d and dmin are non-negative as ggml writes them; the other scales take either sign.
             blocks[b, offset:offset + 2] = random_half(rng, positive=(name == "q2_K"))
+        if name == "iq1_m":
+            # The fp16 d spread over the top nibble of each 16-bit scale word, low nibble of d first.
+            d = int.from_bytes(random_half(rng, positive=False).tobytes(), "little")
+            for i in range(4):
+                word = int.from_bytes(blocks[b, 48 + 2 * i:50 + 2 * i].tobytes(), "little")
+                word = (word & 0x0FFF) | (((d >> (4 * i)) & 0xF) << 12)
+                blocks[b, 48 + 2 * i:50 + 2 * i] = np.frombuffer(word.to_bytes(2, "little"), dtype=np.uint8)
         if name == "mxfp4":
             # e = 0 and 1 (subnormal scales) in the first blocks, then anything with 2^(e-128) * 12 finite.
             blocks[b, 0] = b if b < 2 else rng.integers(2, 200)

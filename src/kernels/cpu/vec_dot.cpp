@@ -6,6 +6,7 @@
 #include "base/half.h"
 #include "kernels/cpu/vec_dot_impl.h"
 #include "tensor/quant/blocks.h"
+#include "tensor/quant/iq_grids.h"
 #include "tensor/quant/reference.h"
 
 namespace rwd::kernels::cpu::scalar {
@@ -241,14 +242,23 @@ float dot_q2_k(int64_t n, const void* weight, const void* activation) {
   return sum;
 }
 
-// The symmetric super-block types: S = sum of (signed) scale * level * qa, exact; sum += (d_w d_a) S.
+// The fp16 super-block scale d of a block (iq1_m keeps it in the top nibbles of its scales).
+template <typename Block>
+float weight_scale(const Block& block) {
+  return fp16_to_fp32(block.d);
+}
+float weight_scale(const q::BlockIQ1M& block) { return fp16_to_fp32(q::iq1_m_d_bits(block)); }
+
+// The symmetric super-block types: S = sum of (signed) scale * level * qa, exact; sum += (d_w d_a) (S k) with k
+// the power of two (exact) that the i-quants' odd scales 2 ls + 1 stand for (1/8, 1/4; 1 elsewhere).
 template <typename Block, typename SuperBlockSum>
-float dot_k_symmetric(int64_t n, const void* weight, const void* activation, SuperBlockSum super_block_sum) {
+float dot_k_symmetric(int64_t n, const void* weight, const void* activation, SuperBlockSum super_block_sum,
+                      float sum_scale = 1.0f) {
   const auto* w = static_cast<const Block*>(weight);
   const auto* a = static_cast<const q::BlockQ8K*>(activation);
   float sum = 0.0f;
   for (int64_t b = 0; b < n / q::kBlockK; ++b) {
-    sum += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(super_block_sum(w[b], a[b].qs));
+    sum += (weight_scale(w[b]) * a[b].d) * (static_cast<float>(super_block_sum(w[b], a[b].qs)) * sum_scale);
   }
   return sum;
 }
@@ -305,6 +315,158 @@ float dot_tq2_0(int64_t n, const void* weight, const void* activation) {
   });
 }
 
+// ---- i-quants: groups of 8 or 4 values from the codebooks of tensor/quant/iq_grids.h ----
+
+// The dot of `count` grid magnitudes (bytes of entry) carrying the signs in the bits of `signs` with qa.
+int signed_group_dot(uint64_t entry, uint32_t signs, int count, const int8_t* qa) {
+  int dot = 0;
+  for (int j = 0; j < count; ++j) {
+    const int magnitude = static_cast<int>((entry >> (8 * j)) & 0xFF);
+    dot += ((signs >> j) & 1 ? -magnitude : magnitude) * qa[j];
+  }
+  return dot;
+}
+
+// iq1: 8 sum(grid qa) + delta_sign sum(qa) for one group of 8, the group's part of 8 x its dot (delta = +-1/8).
+int iq1_group_dot(uint64_t entry, bool negative_delta, const int8_t* qa) {
+  int dot = 0, sum = 0;
+  for (int j = 0; j < 8; ++j) {
+    dot += static_cast<int8_t>((entry >> (8 * j)) & 0xFF) * qa[j];
+    sum += qa[j];
+  }
+  return 8 * dot + (negative_delta ? -sum : sum);
+}
+
+float dot_iq2_xxs(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ2XXS>(
+      n, weight, activation,
+      [](const q::BlockIQ2XXS& block, const int8_t* qa) {
+        int total = 0;
+        for (int j = 0; j < 8; ++j) {
+          const auto* words = reinterpret_cast<const uint8_t*>(block.qs + 4 * j);
+          const uint32_t indices = load_u32(words), codes = load_u32(words + 4);
+          int dot = 0;
+          for (int l = 0; l < 4; ++l) {
+            dot += signed_group_dot(q::kIq2XxsGrid[(indices >> (8 * l)) & 0xFF], q::even_parity_signs(codes >> (7 * l)),
+                                    8, qa + 32 * j + 8 * l);
+          }
+          total += static_cast<int>(2 * (codes >> 28) + 1) * dot;
+        }
+        return total;
+      },
+      0.125f);
+}
+
+// iq2_xs and iq2_s: scale ls per 16 values, in nibbles of scales.
+template <typename Block>
+int iq2_scale(const Block& block, int group) {
+  return 2 * ((block.scales[group / 4] >> (4 * ((group / 2) % 2))) & 15) + 1;
+}
+
+float dot_iq2_xs(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ2XS>(
+      n, weight, activation,
+      [](const q::BlockIQ2XS& block, const int8_t* qa) {
+        int total = 0;
+        for (int g = 0; g < 32; ++g) {
+          const uint16_t code = block.qs[g];
+          total += iq2_scale(block, g) *
+                   signed_group_dot(q::kIq2XsGrid[code & 511], q::even_parity_signs(code >> 9), 8, qa + 8 * g);
+        }
+        return total;
+      },
+      0.125f);
+}
+
+float dot_iq2_s(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ2S>(
+      n, weight, activation,
+      [](const q::BlockIQ2S& block, const int8_t* qa) {
+        int total = 0;
+        for (int g = 0; g < 32; ++g) {
+          const int index = block.qs[g] | (((block.qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
+          total += iq2_scale(block, g) * signed_group_dot(q::kIq2SGrid[index], block.qs[32 + g], 8, qa + 8 * g);
+        }
+        return total;
+      },
+      0.125f);
+}
+
+float dot_iq3_xxs(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ3XXS>(
+      n, weight, activation,
+      [](const q::BlockIQ3XXS& block, const int8_t* qa) {
+        int total = 0;
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t codes = load_u32(block.qs + 64 + 4 * j);
+          int dot = 0;
+          for (int l = 0; l < 4; ++l) {
+            const uint32_t signs = q::even_parity_signs(codes >> (7 * l));
+            const uint8_t* indices = block.qs + 8 * j + 2 * l;
+            const int8_t* group_qa = qa + 32 * j + 8 * l;
+            dot += signed_group_dot(q::kIq3XxsGrid[indices[0]], signs, 4, group_qa);
+            dot += signed_group_dot(q::kIq3XxsGrid[indices[1]], signs >> 4, 4, group_qa + 4);
+          }
+          total += static_cast<int>(2 * (codes >> 28) + 1) * dot;
+        }
+        return total;
+      },
+      0.25f);
+}
+
+float dot_iq3_s(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ3S>(n, weight, activation, [](const q::BlockIQ3S& block, const int8_t* qa) {
+    int total = 0;
+    for (int j = 0; j < 8; ++j) {
+      int dot = 0;
+      for (int k = 0; k < 8; ++k) {
+        const int g = 8 * j + k;
+        const int index = block.qs[g] | (((block.qh[j] >> k) & 1) << 8);
+        dot += signed_group_dot(q::kIq3SGrid[index], block.signs[g / 2] >> (4 * (g % 2)), 4, qa + 4 * g);
+      }
+      total += (2 * ((block.scales[j / 2] >> (4 * (j % 2))) & 15) + 1) * dot;
+    }
+    return total;
+  });
+}
+
+float dot_iq1_s(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ1S>(
+      n, weight, activation,
+      [](const q::BlockIQ1S& block, const int8_t* qa) {
+        int total = 0;
+        for (int j = 0; j < 8; ++j) {
+          const uint16_t qh = block.qh[j];
+          int dot = 0;
+          for (int l = 0; l < 4; ++l) {
+            const int index = block.qs[4 * j + l] | (((qh >> (3 * l)) & 7) << 8);
+            dot += iq1_group_dot(q::kIq1SGrid[index], (qh & 0x8000) != 0, qa + 32 * j + 8 * l);
+          }
+          total += (2 * ((qh >> 12) & 7) + 1) * dot;
+        }
+        return total;
+      },
+      0.125f);
+}
+
+float dot_iq1_m(int64_t n, const void* weight, const void* activation) {
+  return dot_k_symmetric<q::BlockIQ1M>(
+      n, weight, activation,
+      [](const q::BlockIQ1M& block, const int8_t* qa) {
+        int total = 0;
+        for (int s = 0; s < 16; ++s) {
+          int dot = 0;
+          for (int g = 2 * s; g < 2 * s + 2; ++g) {
+            const int nibble = (block.qh[g / 2] >> (4 * (g % 2))) & 15;
+            dot += iq1_group_dot(q::kIq1SGrid[block.qs[g] | ((nibble & 7) << 8)], (nibble & 8) != 0, qa + 8 * g);
+          }
+          total += (2 * q::iq1_m_scale(block, s) + 1) * dot;
+        }
+        return total;
+      },
+      0.125f);
+}
+
 template <VecDotFn kOne>
 void tile_by_one(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
                  const void* activations, size_t activation_row_bytes, int64_t n_act_rows, float* out,
@@ -350,6 +512,13 @@ VecDotKernel vec_dot_kernel(DType weight_type) {
     case DType::tq1_0: return make_kernel<dot_tq1_0>();
     case DType::tq2_0: return make_kernel<dot_tq2_0>();
     case DType::mxfp4: return make_kernel<dot_mxfp4>();
+    case DType::iq2_xxs: return make_kernel<dot_iq2_xxs>();
+    case DType::iq2_xs: return make_kernel<dot_iq2_xs>();
+    case DType::iq2_s: return make_kernel<dot_iq2_s>();
+    case DType::iq3_xxs: return make_kernel<dot_iq3_xxs>();
+    case DType::iq3_s: return make_kernel<dot_iq3_s>();
+    case DType::iq1_s: return make_kernel<dot_iq1_s>();
+    case DType::iq1_m: return make_kernel<dot_iq1_m>();
     default: return {};
   }
 }

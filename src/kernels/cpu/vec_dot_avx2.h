@@ -13,8 +13,10 @@
 //     vector (8 consecutive blocks per FMA); a panel keeps one vector per chain (lanes are activation rows).
 //   q4_K / q5_K / q2_K: per super-block, S = sum over sub-blocks of scale * dot, N = sum of min * (sum of qa);
 //     acc = fma(float(S), f(d_w) * d_a, acc), then acc = fnma(float(N), f(dmin_w) * d_a, acc).
-//   q6_K, q3_K, iq4_xs, tq1_0, tq2_0: S = sum over groups of scale * dot of the signed levels with qa (scale 1
-//     for the ternary types); acc = fma(float(S), f(d_w) * d_a, acc).
+//   q6_K, q3_K, iq4_xs, tq1_0, tq2_0 and the grid i-quants (iq2_*, iq3_*, iq1_*): S = sum over groups of scale *
+//     dot of the signed levels with qa (scale 1 for the ternary types; the i-quants' odd scales 2 ls + 1 and
+//     levels 8 grid +- 1 for iq1); acc = fma(float(S) * k, f(d_w) * d_a, acc), k = 1/8 (iq2_*, iq1_*), 1/4
+//     (iq3_xxs), else 1 (an exact scaling; iq1_m's d is gathered from its scale words).
 // f() is the fp16-to-float conversion, float() the round-to-nearest int32 conversion; accumulators start at +0.
 #pragma once
 

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace rwd::tensor::quant {
 
@@ -142,6 +143,82 @@ struct BlockIQ4XS {
 };
 static_assert(sizeof(BlockIQ4XS) == 136);
 
+// The i-quants below store groups of 8 (iq2, iq1) or 4 (iq3) values as indices into fixed lattice codebooks
+// (tensor/quant/iq_grids.h). Sign codes of 7 bits (iq2_xxs, iq2_xs, iq3_xxs) give the 8 signs of a group of 8
+// through even_parity_signs; a set bit j makes value j negative. Sub-block scales ls are 3 or 4 bits.
+
+// Eight sub-blocks j of 32 values, each in qs[4j .. 4j + 3] read as two little-endian 32-bit words w0, w1:
+// byte l of w0 indexes kIq2XxsGrid for values 32j + 8l .. 32j + 8l + 7, bits 7l .. 7l + 6 of w1 are their sign
+// code, bits 28..31 of w1 are ls: value = d * (2 ls + 1) / 8 * grid * sign.
+struct BlockIQ2XXS {
+  uint16_t d;
+  uint16_t qs[kBlockK / 8];
+};
+static_assert(sizeof(BlockIQ2XXS) == 66);
+
+// qs[g] for the group of values 8g .. 8g + 7: bits 0..8 index kIq2XsGrid, bits 9..15 are the sign code. The
+// low nibble of scales[j] is ls for values 32j .. 32j + 15, the high nibble for 32j + 16 .. 32j + 31;
+// value = d * (2 ls + 1) / 8 * grid * sign.
+struct BlockIQ2XS {
+  uint16_t d;
+  uint16_t qs[kBlockK / 8];
+  uint8_t scales[kBlockK / 32];
+};
+static_assert(sizeof(BlockIQ2XS) == 74);
+
+// Group g of 8 values indexes kIq2SGrid with qs[g] | (bits 2 (g % 4), 2 (g % 4) + 1 of qh[g / 4]) << 8; its
+// signs are the bits of qs[32 + g] (plain, no parity); scales as iq2_xs.
+struct BlockIQ2S {
+  uint16_t d;
+  uint8_t qs[kBlockK / 4];
+  uint8_t qh[kBlockK / 32];
+  uint8_t scales[kBlockK / 32];
+};
+static_assert(sizeof(BlockIQ2S) == 82);
+
+// qs[g] (g < 64) indexes kIq3XxsGrid for the 4 values 4g .. 4g + 3; qs[64 ..] holds eight little-endian 32-bit
+// words, word j for sub-block j as w1 of iq2_xxs (four sign codes, ls in bits 28..31):
+// value = d * (2 ls + 1) / 4 * grid * sign.
+struct BlockIQ3XXS {
+  uint16_t d;
+  uint8_t qs[3 * kBlockK / 8];
+};
+static_assert(sizeof(BlockIQ3XXS) == 98);
+
+// Group g of 4 values indexes kIq3SGrid with qs[g] | (bit g % 8 of qh[g / 8]) << 8; value v is negative where
+// bit v % 8 of signs[v / 8] is set; ls of sub-block j is nibble j % 2 (low first) of scales[j / 2]:
+// value = d * (2 ls + 1) * grid * sign.
+struct BlockIQ3S {
+  uint16_t d;
+  uint8_t qs[kBlockK / 4];
+  uint8_t qh[kBlockK / 32];
+  uint8_t signs[kBlockK / 8];
+  uint8_t scales[kBlockK / 64];
+};
+static_assert(sizeof(BlockIQ3S) == 110);
+
+// The iq1 types: grid values are -1, 0 or 1, shifted by delta = +-1/8 per group.
+// iq1_s: group g of 8 values indexes kIq1SGrid with qs[g] | (bits 3 (g % 4) .. 3 (g % 4) + 2 of qh[g / 4]) << 8;
+// bits 12..14 of qh[j] are ls of sub-block j, bit 15 the sign of its delta (set: -1/8):
+// value = d * (2 ls + 1) * (grid + delta).
+struct BlockIQ1S {
+  uint16_t d;
+  uint8_t qs[kBlockK / 8];
+  uint16_t qh[kBlockK / 32];
+};
+static_assert(sizeof(BlockIQ1S) == 50);
+
+// iq1_m: group g indexes kIq1SGrid with qs[g] | (bits 0..2 of nibble g % 2 of qh[g / 2]) << 8, bit 3 of that
+// nibble is the sign of the group's delta; scales holds four little-endian 16-bit words: bits 3k .. 3k + 2 of
+// word i are ls for the 16 values 16 (4i + k) ..; the fp16 d is the top nibbles of the words (word 0 gives bits
+// 0..3, word 3 bits 12..15): value = d * (2 ls + 1) * (grid + delta).
+struct BlockIQ1M {
+  uint8_t qs[kBlockK / 8];
+  uint8_t qh[kBlockK / 16];
+  uint8_t scales[kBlockK / 32];
+};
+static_assert(sizeof(BlockIQ1M) == 56);
+
 // Ternary weights, value = d * (t - 1) with t in 0..2, five base-3 digits per byte: digit k of a byte x is
 // ((uint8_t)(x * 3^k) * 3) >> 8 (the byte holds the digits as a fixed-point fraction, x = ceil(256 * code / 243),
 // code = sum t_k 3^(4 - k)). qs[0..31] give values 32k + l (digit k of qs[l]), qs[32..47] values 160 + 16k + l
@@ -202,6 +279,21 @@ inline int iq4_xs_scale(const BlockIQ4XS& block, int j) {
   const int low = (block.scales_l[j / 2] >> (4 * (j % 2))) & 15;
   const int high = (block.scales_h >> (2 * j)) & 3;
   return (low | (high << 4)) - 32;
+}
+
+// The fp16 bits of an iq1_m block's d, gathered from the top nibbles of its scale words.
+inline uint16_t iq1_m_d_bits(const BlockIQ1M& block) {
+  uint16_t word[4];
+  std::memcpy(word, block.scales, sizeof(word));
+  return static_cast<uint16_t>((word[0] >> 12) | ((word[1] >> 8) & 0x00F0) | ((word[2] >> 4) & 0x0F00) |
+                               (word[3] & 0xF000));
+}
+
+// ls (0..7) of the 16 values 16s .. 16s + 15 (s = 0..15) of an iq1_m block.
+inline int iq1_m_scale(const BlockIQ1M& block, int s) {
+  uint16_t word;
+  std::memcpy(&word, block.scales + 2 * (s / 4), sizeof(word));
+  return (word >> (3 * (s % 4))) & 7;
 }
 
 // Digit k (0..4) of a tq1_0 byte, 0..2.

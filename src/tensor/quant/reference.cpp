@@ -11,6 +11,7 @@
 
 #include "base/half.h"
 #include "tensor/quant/blocks.h"
+#include "tensor/quant/iq_grids.h"
 #include "tensor/quant/quant_fit.h"
 
 namespace rwd::tensor::quant {
@@ -520,6 +521,138 @@ void to_float_mxfp4(const void* src, float* dst, int64_t n) {
     for (int j = 0; j < 16; ++j) {
       dst[j] = d * static_cast<float>(kMxfp4Levels[blocks[b].qs[j] & 15]);
       dst[j + 16] = d * static_cast<float>(kMxfp4Levels[blocks[b].qs[j] >> 4]);
+    }
+  }
+}
+
+// ---- i-quants: groups of values from lattice codebooks ----
+// As above, each value is computed with ggml's float operations in ggml's order: the sub-block scale
+// d * (ls + 0.5) * 0.25 (iq2), * 0.5 (iq3_xxs), d * (2 ls + 1) (iq3_s, iq1), then times the grid value, then
+// the sign.
+
+namespace {
+
+// Writes the 8 values of grid entry `entry` (bytes) scaled by scale with the signs in the bits of `signs`.
+void put_signed_group(uint64_t entry, uint8_t signs, float scale, int count, float* dst) {
+  for (int j = 0; j < count; ++j) {
+    const auto magnitude = static_cast<float>((entry >> (8 * j)) & 0xFF);
+    dst[j] = scale * magnitude * ((signs >> j) & 1 ? -1.0f : 1.0f);
+  }
+}
+
+// iq1: the 8 values d_sub * (grid + delta) of grid entry `entry` (int8 bytes -1, 0, 1).
+void put_iq1_group(uint64_t entry, float d_sub, float delta, float* dst) {
+  for (int j = 0; j < 8; ++j) {
+    const auto level = static_cast<int8_t>((entry >> (8 * j)) & 0xFF);
+    dst[j] = d_sub * (static_cast<float>(level) + delta);
+  }
+}
+
+constexpr float kIq1Delta = 0.125f;
+
+}  // namespace
+
+void to_float_iq2_xxs(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ2XXS*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int j = 0; j < 8; ++j) {
+      const auto* words = reinterpret_cast<const uint8_t*>(blocks[b].qs + 4 * j);
+      const uint32_t indices = load_u32(words), codes = load_u32(words + 4);
+      const float scale = d * (0.5f + static_cast<float>(codes >> 28)) * 0.25f;
+      for (int l = 0; l < 4; ++l) {
+        put_signed_group(kIq2XxsGrid[(indices >> (8 * l)) & 0xFF], even_parity_signs(codes >> (7 * l)), scale, 8,
+                         dst + 32 * j + 8 * l);
+      }
+    }
+  }
+}
+
+void to_float_iq2_xs(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ2XS*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int g = 0; g < 32; ++g) {
+      const int ls = (blocks[b].scales[g / 4] >> (4 * ((g / 2) % 2))) & 15;
+      const float scale = d * (0.5f + static_cast<float>(ls)) * 0.25f;
+      const uint16_t code = blocks[b].qs[g];
+      put_signed_group(kIq2XsGrid[code & 511], even_parity_signs(code >> 9), scale, 8, dst + 8 * g);
+    }
+  }
+}
+
+void to_float_iq2_s(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ2S*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int g = 0; g < 32; ++g) {
+      const int ls = (blocks[b].scales[g / 4] >> (4 * ((g / 2) % 2))) & 15;
+      const float scale = d * (0.5f + static_cast<float>(ls)) * 0.25f;
+      const int index = blocks[b].qs[g] | (((blocks[b].qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
+      put_signed_group(kIq2SGrid[index], blocks[b].qs[32 + g], scale, 8, dst + 8 * g);
+    }
+  }
+}
+
+void to_float_iq3_xxs(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ3XXS*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t codes = load_u32(blocks[b].qs + 64 + 4 * j);
+      const float scale = d * (0.5f + static_cast<float>(codes >> 28)) * 0.5f;
+      for (int l = 0; l < 4; ++l) {
+        const uint8_t signs = even_parity_signs(codes >> (7 * l));
+        const uint8_t* indices = blocks[b].qs + 8 * j + 2 * l;
+        float* out = dst + 32 * j + 8 * l;
+        put_signed_group(kIq3XxsGrid[indices[0]], signs, scale, 4, out);
+        put_signed_group(kIq3XxsGrid[indices[1]], static_cast<uint8_t>(signs >> 4), scale, 4, out + 4);
+      }
+    }
+  }
+}
+
+void to_float_iq3_s(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ3S*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const BlockIQ3S& block = blocks[b];
+    const float d = fp16_to_fp32(block.d);
+    for (int g = 0; g < 64; ++g) {
+      const int ls = (block.scales[g / 16] >> (4 * ((g / 8) % 2))) & 15;
+      const float scale = d * static_cast<float>(1 + 2 * ls);
+      const int index = block.qs[g] | (((block.qh[g / 8] >> (g % 8)) & 1) << 8);
+      const auto signs = static_cast<uint8_t>(block.signs[g / 2] >> (4 * (g % 2)));
+      put_signed_group(kIq3SGrid[index], signs, scale, 4, dst + 4 * g);
+    }
+  }
+}
+
+void to_float_iq1_s(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ1S*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const float d = fp16_to_fp32(blocks[b].d);
+    for (int j = 0; j < 8; ++j) {
+      const uint16_t qh = blocks[b].qh[j];
+      const float d_sub = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+      const float delta = (qh & 0x8000) != 0 ? -kIq1Delta : kIq1Delta;
+      for (int l = 0; l < 4; ++l) {
+        const int index = blocks[b].qs[4 * j + l] | (((qh >> (3 * l)) & 7) << 8);
+        put_iq1_group(kIq1SGrid[index], d_sub, delta, dst + 32 * j + 8 * l);
+      }
+    }
+  }
+}
+
+void to_float_iq1_m(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockIQ1M*>(src);
+  for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
+    const BlockIQ1M& block = blocks[b];
+    const float d = fp16_to_fp32(iq1_m_d_bits(block));
+    for (int g = 0; g < 32; ++g) {
+      const float d_sub = d * static_cast<float>(2 * iq1_m_scale(block, g / 2) + 1);
+      const int nibble = (block.qh[g / 2] >> (4 * (g % 2))) & 15;
+      const float delta = (nibble & 8) != 0 ? -kIq1Delta : kIq1Delta;
+      put_iq1_group(kIq1SGrid[block.qs[g] | ((nibble & 7) << 8)], d_sub, delta, dst + 8 * g);
     }
   }
 }

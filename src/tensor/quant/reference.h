@@ -32,6 +32,13 @@ void to_float_iq4_xs(const void* src, float* dst, int64_t n);
 void to_float_tq1_0(const void* src, float* dst, int64_t n);
 void to_float_tq2_0(const void* src, float* dst, int64_t n);
 void to_float_mxfp4(const void* src, float* dst, int64_t n);
+void to_float_iq2_xxs(const void* src, float* dst, int64_t n);
+void to_float_iq2_xs(const void* src, float* dst, int64_t n);
+void to_float_iq2_s(const void* src, float* dst, int64_t n);
+void to_float_iq3_xxs(const void* src, float* dst, int64_t n);
+void to_float_iq3_s(const void* src, float* dst, int64_t n);
+void to_float_iq1_s(const void* src, float* dst, int64_t n);
+void to_float_iq1_m(const void* src, float* dst, int64_t n);
 
 void from_float_f32(const float* src, void* dst, int64_t n);
 void from_float_f16(const float* src, void* dst, int64_t n);
