@@ -7,8 +7,6 @@
 // rows at once) give the same bits. Nothing here calls inline functions shared with plain-x86 files, so no
 // AVX2 copy of them can leak out.
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -16,7 +14,6 @@
 #include "kernels/cpu/vec_dot_impl.h"
 #include "kernels/cpu/vec_dot_tiles.h"
 #include "tensor/quant/blocks.h"
-#include "tensor/quant/iq_grids.h"
 
 namespace rwd::kernels::cpu::avx2 {
 namespace {
@@ -600,218 +597,26 @@ struct SumsTQ1_0 {
 
 // ---- i-quants: 32 values at a time from 4 (iq2, iq1) or 8 (iq3) codebook entries ----
 //
-// The grid magnitudes are unsigned bytes (at most 62), so the signs move onto the activations (sign_epi8) and
-// maddubs multiplies; the odd sub-block scales 2 ls + 1 multiply the int16 pairs in the madd. The power of two
-// that the scales stand for (Sums::kSumScale) is applied to float(S), exactly.
-
-// Per 7-bit sign code: its 8 signs (even parity, as tensor/quant's even_parity_signs) as bytes +1 / -1. Computed
-// here rather than by calling that header's function, which would compile an AVX2 copy of it.
-constexpr std::array<uint64_t, 128> make_even_sign_bytes() {
-  std::array<uint64_t, 128> table{};
-  for (uint32_t code = 0; code < 128; ++code) {
-    uint32_t signs = code;
-    if (std::popcount(code) % 2 == 1) signs |= 128;
-    for (int j = 0; j < 8; ++j) table[code] |= static_cast<uint64_t>((signs >> j) & 1 ? 0xFF : 0x01) << (8 * j);
-  }
-  return table;
-}
-constexpr std::array<uint64_t, 128> kEvenSignBytes = make_even_sign_bytes();
-
-REWIND_INLINE __m256i sign_bytes_from_codes(uint32_t codes) {
-  return _mm256_set_epi64x(static_cast<long long>(kEvenSignBytes[(codes >> 21) & 127]),
-                           static_cast<long long>(kEvenSignBytes[(codes >> 14) & 127]),
-                           static_cast<long long>(kEvenSignBytes[(codes >> 7) & 127]),
-                           static_cast<long long>(kEvenSignBytes[codes & 127]));
-}
-
-// +1 / -1 per value from 32 plain sign bits (bit j set: value j negative).
-REWIND_INLINE __m256i sign_bytes_from_bits(const uint8_t* bits) {
-  return _mm256_or_si256(spread_bits(bits), _mm256_set1_epi8(1));
-}
-
-REWIND_INLINE __m256i grid_entries(const uint64_t* grid, int i0, int i1, int i2, int i3) {
-  return _mm256_set_epi64x(static_cast<long long>(grid[i3]), static_cast<long long>(grid[i2]),
-                           static_cast<long long>(grid[i1]), static_cast<long long>(grid[i0]));
-}
-
-REWIND_INLINE __m256i grid_entries(const uint32_t* grid, const int (&i)[8]) {
-  return _mm256_set_epi32(static_cast<int>(grid[i[7]]), static_cast<int>(grid[i[6]]), static_cast<int>(grid[i[5]]),
-                          static_cast<int>(grid[i[4]]), static_cast<int>(grid[i[3]]), static_cast<int>(grid[i[2]]),
-                          static_cast<int>(grid[i[1]]), static_cast<int>(grid[i[0]]));
-}
-
-// A scale for the first 16 values of 32 and one for the last 16, as int16 lanes beside maddubs' pairs.
-REWIND_INLINE __m256i half_scales(int first, int second) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(second)), _mm_set1_epi16(static_cast<short>(first)));
-}
-
-// sum[r] += the 32 signed values (magnitudes with signs) times the 32 activations at offset, pairs by scale16.
-template <int NA>
-REWIND_INLINE void add_sub_block(__m256i magnitudes, __m256i signs, __m256i scale16, const q::BlockQ8K* const (&a)[NA],
-                                 int offset, __m256i (&sum)[NA]) {
-  for (int r = 0; r < NA; ++r) {
-    const __m256i act = _mm256_sign_epi8(load256(a[r]->qs + offset), signs);
-    sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitudes, act), scale16));
-  }
-}
-
-template <int NA>
-REWIND_INLINE void zero(__m256i (&sum)[NA]) {
-  for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
-}
-
-struct SumsIQ2XXS {
-  using Block = q::BlockIQ2XXS;
-  static constexpr float kSumScale = 0.125f;
+// The decoders (vec_dot_avx2.h) give each sub-block's grid magnitudes as unsigned bytes (at most 62) and its
+// signs, so the signs move onto the activations (sign_epi8) and maddubs multiplies; the odd scales 2 ls + 1
+// multiply the int16 pairs in the madd. The power of two the scales stand for (kSumScale) is applied to
+// float(S), exactly.
+template <typename Decoder>
+struct SumsGrid {
+  using Block = typename Decoder::Block;
+  static constexpr float kSumScale = Decoder::kSumScale;
   template <int NA>
   static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    zero(sum);
-    const auto* bytes = reinterpret_cast<const uint8_t*>(w.qs);
+    for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
+    const typename Decoder::Prepared prepared = Decoder::prepare(w);
 #pragma GCC unroll 2
     for (int j = 0; j < 8; ++j) {
-      const uint8_t* index = bytes + 8 * j;
-      const uint32_t codes = load_u32(bytes + 8 * j + 4);
-      const __m256i magnitudes = grid_entries(q::kIq2XxsGrid, index[0], index[1], index[2], index[3]);
-      const int scale = static_cast<int>(2 * (codes >> 28) + 1);
-      add_sub_block(magnitudes, sign_bytes_from_codes(codes), _mm256_set1_epi16(static_cast<short>(scale)), a, 32 * j,
-                    sum);
-    }
-  }
-};
-
-struct SumsIQ2XS {
-  using Block = q::BlockIQ2XS;
-  static constexpr float kSumScale = 0.125f;
-  template <int NA>
-  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    zero(sum);
-#pragma GCC unroll 2
-    for (int j = 0; j < 8; ++j) {
-      const uint16_t* code = w.qs + 4 * j;
-      const __m256i magnitudes =
-          grid_entries(q::kIq2XsGrid, code[0] & 511, code[1] & 511, code[2] & 511, code[3] & 511);
-      const uint32_t sign_codes = static_cast<uint32_t>(code[0] >> 9) | static_cast<uint32_t>(code[1] >> 9) << 7 |
-                                  static_cast<uint32_t>(code[2] >> 9) << 14 | static_cast<uint32_t>(code[3] >> 9) << 21;
-      const __m256i scale16 = half_scales(2 * (w.scales[j] & 15) + 1, 2 * (w.scales[j] >> 4) + 1);
-      add_sub_block(magnitudes, sign_bytes_from_codes(sign_codes), scale16, a, 32 * j, sum);
-    }
-  }
-};
-
-struct SumsIQ2S {
-  using Block = q::BlockIQ2S;
-  static constexpr float kSumScale = 0.125f;
-  template <int NA>
-  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    zero(sum);
-#pragma GCC unroll 2
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* low = w.qs + 4 * j;
-      const int high = w.qh[j];
-      const __m256i magnitudes =
-          grid_entries(q::kIq2SGrid, low[0] | (high & 3) << 8, low[1] | (high & 12) << 6, low[2] | (high & 48) << 4,
-                       low[3] | (high & 192) << 2);
-      const __m256i scale16 = half_scales(2 * (w.scales[j] & 15) + 1, 2 * (w.scales[j] >> 4) + 1);
-      add_sub_block(magnitudes, sign_bytes_from_bits(w.qs + 32 + 4 * j), scale16, a, 32 * j, sum);
-    }
-  }
-};
-
-struct SumsIQ3XXS {
-  using Block = q::BlockIQ3XXS;
-  static constexpr float kSumScale = 0.25f;
-  template <int NA>
-  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    zero(sum);
-#pragma GCC unroll 2
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* index = w.qs + 8 * j;
-      const int indices[8] = {index[0], index[1], index[2], index[3], index[4], index[5], index[6], index[7]};
-      const uint32_t codes = load_u32(w.qs + 64 + 4 * j);
-      const int scale = static_cast<int>(2 * (codes >> 28) + 1);
-      add_sub_block(grid_entries(q::kIq3XxsGrid, indices), sign_bytes_from_codes(codes),
-                    _mm256_set1_epi16(static_cast<short>(scale)), a, 32 * j, sum);
-    }
-  }
-};
-
-struct SumsIQ3S {
-  using Block = q::BlockIQ3S;
-  template <int NA>
-  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    zero(sum);
-#pragma GCC unroll 2
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* low = w.qs + 8 * j;
-      const int high = w.qh[j];
-      int indices[8];
-      for (int k = 0; k < 8; ++k) indices[k] = low[k] | ((high >> k) & 1) << 8;
-      const int scale = 2 * ((w.scales[j / 2] >> (4 * (j % 2))) & 15) + 1;
-      add_sub_block(grid_entries(q::kIq3SGrid, indices), sign_bytes_from_bits(w.signs + 4 * j),
-                    _mm256_set1_epi16(static_cast<short>(scale)), a, 32 * j, sum);
-    }
-  }
-};
-
-// The iq1 types: per value 8 grid + delta_sign (grid in -1..1, delta +-1/8 of the group) in -9..9, never 0, as
-// signed bytes; S / 8 is the sum.
-REWIND_INLINE __m256i iq1_levels(__m256i grid, __m256i delta_signs) {
-  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), delta_signs);
-}
-
-template <int NA>
-REWIND_INLINE void add_iq1_sub_block(__m256i levels, __m256i scale16, const q::BlockQ8K* const (&a)[NA], int offset,
-                                     __m256i (&sum)[NA]) {
-  add_sub_block(_mm256_sign_epi8(levels, levels), levels, scale16, a, offset, sum);
-}
-
-struct SumsIQ1S {
-  using Block = q::BlockIQ1S;
-  static constexpr float kSumScale = 0.125f;
-  template <int NA>
-  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    zero(sum);
-#pragma GCC unroll 2
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* low = w.qs + 4 * j;
-      const int high = w.qh[j];
-      const __m256i grid = grid_entries(q::kIq1SGrid, low[0] | (high & 7) << 8, low[1] | (high & 0x38) << 5,
-                                        low[2] | (high & 0x1c0) << 2, low[3] | (high & 0xe00) >> 1);
-      const __m256i levels = iq1_levels(grid, _mm256_set1_epi8((high & 0x8000) != 0 ? -1 : 1));
-      const int scale = 2 * ((high >> 12) & 7) + 1;
-      add_iq1_sub_block(levels, _mm256_set1_epi16(static_cast<short>(scale)), a, 32 * j, sum);
-    }
-  }
-};
-
-// iq1_m keeps its fp16 d in the top nibbles of the four scale words (tensor/quant/blocks.h).
-REWIND_INLINE uint64_t iq1_m_scale_words(const q::BlockIQ1M& w) {
-  uint64_t words;
-  std::memcpy(&words, w.scales, sizeof(words));
-  return words;
-}
-
-struct SumsIQ1M {
-  using Block = q::BlockIQ1M;
-  static constexpr float kSumScale = 0.125f;
-  template <int NA>
-  static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
-    zero(sum);
-    const uint64_t scale_words = iq1_m_scale_words(w);
-#pragma GCC unroll 2
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* low = w.qs + 4 * j;
-      const int high = w.qh[2 * j] | w.qh[2 * j + 1] << 8;  // four nibbles, one per group of 8
-      const __m256i grid = grid_entries(q::kIq1SGrid, low[0] | (high & 7) << 8, low[1] | (high & 0x70) << 4,
-                                        low[2] | (high & 0x700), low[3] | (high & 0x7000) >> 4);
-      auto delta = [high](int g) REWIND_INLINE_LAMBDA {
-        return static_cast<long long>((high >> (4 * g + 3)) & 1 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull);
-      };
-      const __m256i levels = iq1_levels(grid, _mm256_set_epi64x(delta(3), delta(2), delta(1), delta(0)));
-      // ls of values 32j .. 32j + 15 and 32j + 16 .. 32j + 31: scales 2j and 2j + 1, 3 bits each at 6j + 16 (j / 2).
-      const int first = static_cast<int>((scale_words >> (16 * (j / 2) + 6 * (j % 2))) & 7);
-      const int second = static_cast<int>((scale_words >> (16 * (j / 2) + 6 * (j % 2) + 3)) & 7);
-      add_iq1_sub_block(levels, half_scales(2 * first + 1, 2 * second + 1), a, 32 * j, sum);
+      const IqSubBlock sub_block = Decoder::sub_block(w, prepared, j);
+      for (int r = 0; r < NA; ++r) {
+        const __m256i act = _mm256_sign_epi8(load256(a[r]->qs + 32 * j), sub_block.signs);
+        const __m256i pairs = _mm256_maddubs_epi16(sub_block.magnitudes, act);
+        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(pairs, sub_block.scale16));
+      }
     }
   }
 };
@@ -820,12 +625,7 @@ template <typename Block>
 REWIND_INLINE float block_scale(const Block& w) {
   return half_to_float(w.d);
 }
-REWIND_INLINE float block_scale(const q::BlockIQ1M& w) {
-  const uint64_t words = iq1_m_scale_words(w);
-  const auto bits = static_cast<uint16_t>(((words >> 12) & 0xF) | ((words >> 24) & 0xF0) | ((words >> 36) & 0xF00) |
-                                          ((words >> 48) & 0xF000));
-  return half_to_float(bits);
-}
+REWIND_INLINE float block_scale(const q::BlockIQ1M& w) { return half_to_float(iq1_m_half_d(w)); }
 
 template <typename Sums>
 constexpr float sum_scale() {
@@ -1219,13 +1019,13 @@ VecDotKernel vec_dot_kernel(DType weight_type) {
     case DType::tq1_0: return make_quant_kernel<DotKSymmetric<SumsTQ1_0>>(weight_type);
     case DType::tq2_0: return make_quant_kernel<DotKSymmetric<SumsTQ2_0>>(weight_type);
     case DType::mxfp4: return make_quant_kernel<DotBlock32<UnpackMXFP4>>(weight_type);
-    case DType::iq2_xxs: return make_quant_kernel<DotKSymmetric<SumsIQ2XXS>>(weight_type);
-    case DType::iq2_xs: return make_quant_kernel<DotKSymmetric<SumsIQ2XS>>(weight_type);
-    case DType::iq2_s: return make_quant_kernel<DotKSymmetric<SumsIQ2S>>(weight_type);
-    case DType::iq3_xxs: return make_quant_kernel<DotKSymmetric<SumsIQ3XXS>>(weight_type);
-    case DType::iq3_s: return make_quant_kernel<DotKSymmetric<SumsIQ3S>>(weight_type);
-    case DType::iq1_s: return make_quant_kernel<DotKSymmetric<SumsIQ1S>>(weight_type);
-    case DType::iq1_m: return make_quant_kernel<DotKSymmetric<SumsIQ1M>>(weight_type);
+    case DType::iq2_xxs: return make_quant_kernel<DotKSymmetric<SumsGrid<DecodeIQ2XXS>>>(weight_type);
+    case DType::iq2_xs: return make_quant_kernel<DotKSymmetric<SumsGrid<DecodeIQ2XS>>>(weight_type);
+    case DType::iq2_s: return make_quant_kernel<DotKSymmetric<SumsGrid<DecodeIQ2S>>>(weight_type);
+    case DType::iq3_xxs: return make_quant_kernel<DotKSymmetric<SumsGrid<DecodeIQ3XXS>>>(weight_type);
+    case DType::iq3_s: return make_quant_kernel<DotKSymmetric<SumsGrid<DecodeIQ3S>>>(weight_type);
+    case DType::iq1_s: return make_quant_kernel<DotKSymmetric<SumsGrid<DecodeIQ1S>>>(weight_type);
+    case DType::iq1_m: return make_quant_kernel<DotKSymmetric<SumsGrid<DecodeIQ1M>>>(weight_type);
     default: return {};
   }
 }

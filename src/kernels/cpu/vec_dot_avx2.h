@@ -26,8 +26,13 @@
 
 #include <immintrin.h>
 
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
+
+#include "tensor/quant/blocks.h"
+#include "tensor/quant/iq_grids.h"
 
 namespace rwd::kernels::cpu::avx2 {
 
@@ -193,5 +198,199 @@ REWIND_INLINE void unpack_k_scales(const uint8_t* packed, uint64_t& scales, uint
   scales = scale_low | scale_high << 32;
   mins = min_low | min_high << 32;
 }
+
+// ---- the grid i-quants (iq2_*, iq3_*, iq1_*): one sub-block of 32 values at a time ----
+//
+// A decoder gives sub-block j of a super-block as grid magnitudes (unsigned bytes, at most 62; iq1: |8 grid +-
+// 1| <= 9), signs (+1 / -1 bytes, to move onto the activations), and the odd scale 2 ls + 1 of its first and
+// of its last 16 values (int16 lanes beside maddubs' pairs). S = sum over values of scale * sign * magnitude *
+// qa; the value is d * S * kSumScale.
+
+struct IqSubBlock {
+  __m256i magnitudes;
+  __m256i signs;
+  __m256i scale16;
+};
+
+// Per 7-bit sign code: its 8 signs (bit j set: value j negative; an eighth bit makes their count even) as
+// bytes +1 / -1. Computed here rather than by tensor/quant's even_parity_signs, whose call would compile an
+// AVX2 copy of it.
+constexpr std::array<uint64_t, 128> make_even_sign_bytes() {
+  std::array<uint64_t, 128> table{};
+  for (uint32_t code = 0; code < 128; ++code) {
+    uint32_t signs = code;
+    if (std::popcount(code) % 2 == 1) signs |= 128;
+    for (int j = 0; j < 8; ++j) table[code] |= static_cast<uint64_t>((signs >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+  }
+  return table;
+}
+inline constexpr std::array<uint64_t, 128> kEvenSignBytes = make_even_sign_bytes();
+
+// Signs of 32 values from four 7-bit codes in bits 0..27.
+REWIND_INLINE __m256i sign_bytes_from_codes(uint32_t codes) {
+  return _mm256_set_epi64x(static_cast<long long>(kEvenSignBytes[(codes >> 21) & 127]),
+                           static_cast<long long>(kEvenSignBytes[(codes >> 14) & 127]),
+                           static_cast<long long>(kEvenSignBytes[(codes >> 7) & 127]),
+                           static_cast<long long>(kEvenSignBytes[codes & 127]));
+}
+
+// Signs of 32 values from 32 plain sign bits (bit j set: value j negative).
+REWIND_INLINE __m256i sign_bytes_from_bits(const uint8_t* bits) {
+  return _mm256_or_si256(spread_bits(bits), _mm256_set1_epi8(1));
+}
+
+REWIND_INLINE __m256i grid_entries(const uint64_t* grid, int i0, int i1, int i2, int i3) {
+  return _mm256_set_epi64x(static_cast<long long>(grid[i3]), static_cast<long long>(grid[i2]),
+                           static_cast<long long>(grid[i1]), static_cast<long long>(grid[i0]));
+}
+
+REWIND_INLINE __m256i grid_entries(const uint32_t* grid, const int (&i)[8]) {
+  return _mm256_set_epi32(static_cast<int>(grid[i[7]]), static_cast<int>(grid[i[6]]), static_cast<int>(grid[i[5]]),
+                          static_cast<int>(grid[i[4]]), static_cast<int>(grid[i[3]]), static_cast<int>(grid[i[2]]),
+                          static_cast<int>(grid[i[1]]), static_cast<int>(grid[i[0]]));
+}
+
+REWIND_INLINE __m256i half_scales(int first, int second) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(second)), _mm_set1_epi16(static_cast<short>(first)));
+}
+
+REWIND_INLINE __m256i same_scales(uint32_t scale) { return _mm256_set1_epi16(static_cast<short>(scale)); }
+
+// Layouts of the blocks in tensor/quant/blocks.h. prepare() reads what all sub-blocks share.
+struct NothingShared {};
+
+struct DecodeIQ2XXS {
+  using Block = tensor::quant::BlockIQ2XXS;
+  using Prepared = NothingShared;
+  static constexpr float kSumScale = 0.125f;
+  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
+  static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(w.qs) + 8 * j;
+    const uint32_t codes = load_u32(bytes + 4);
+    return {grid_entries(tensor::quant::kIq2XxsGrid, bytes[0], bytes[1], bytes[2], bytes[3]),
+            sign_bytes_from_codes(codes), same_scales(2 * (codes >> 28) + 1)};
+  }
+};
+
+struct DecodeIQ2XS {
+  using Block = tensor::quant::BlockIQ2XS;
+  using Prepared = NothingShared;
+  static constexpr float kSumScale = 0.125f;
+  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
+  static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
+    const uint16_t* code = w.qs + 4 * j;
+    const uint32_t sign_codes = static_cast<uint32_t>(code[0] >> 9) | static_cast<uint32_t>(code[1] >> 9) << 7 |
+                                static_cast<uint32_t>(code[2] >> 9) << 14 | static_cast<uint32_t>(code[3] >> 9) << 21;
+    return {grid_entries(tensor::quant::kIq2XsGrid, code[0] & 511, code[1] & 511, code[2] & 511, code[3] & 511),
+            sign_bytes_from_codes(sign_codes), half_scales(2 * (w.scales[j] & 15) + 1, 2 * (w.scales[j] >> 4) + 1)};
+  }
+};
+
+struct DecodeIQ2S {
+  using Block = tensor::quant::BlockIQ2S;
+  using Prepared = NothingShared;
+  static constexpr float kSumScale = 0.125f;
+  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
+  static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
+    const uint8_t* low = w.qs + 4 * j;
+    const int high = w.qh[j];
+    return {grid_entries(tensor::quant::kIq2SGrid, low[0] | (high & 3) << 8, low[1] | (high & 12) << 6,
+                         low[2] | (high & 48) << 4, low[3] | (high & 192) << 2),
+            sign_bytes_from_bits(w.qs + 32 + 4 * j), half_scales(2 * (w.scales[j] & 15) + 1, 2 * (w.scales[j] >> 4) + 1)};
+  }
+};
+
+struct DecodeIQ3XXS {
+  using Block = tensor::quant::BlockIQ3XXS;
+  using Prepared = NothingShared;
+  static constexpr float kSumScale = 0.25f;
+  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
+  static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
+    const uint8_t* index = w.qs + 8 * j;
+    const int indices[8] = {index[0], index[1], index[2], index[3], index[4], index[5], index[6], index[7]};
+    const uint32_t codes = load_u32(w.qs + 64 + 4 * j);
+    return {grid_entries(tensor::quant::kIq3XxsGrid, indices), sign_bytes_from_codes(codes),
+            same_scales(2 * (codes >> 28) + 1)};
+  }
+};
+
+struct DecodeIQ3S {
+  using Block = tensor::quant::BlockIQ3S;
+  using Prepared = NothingShared;
+  static constexpr float kSumScale = 1.0f;
+  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
+  static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
+    const uint8_t* low = w.qs + 8 * j;
+    const int high = w.qh[j];
+    int indices[8];
+    for (int k = 0; k < 8; ++k) indices[k] = low[k] | ((high >> k) & 1) << 8;
+    const uint32_t ls = (w.scales[j / 2] >> (4 * (j % 2))) & 15;
+    return {grid_entries(tensor::quant::kIq3SGrid, indices), sign_bytes_from_bits(w.signs + 4 * j),
+            same_scales(2 * ls + 1)};
+  }
+};
+
+// The iq1 types: per value 8 grid + delta_sign (grid in -1..1, delta +-1/8 per group) in -9..9, never 0; these
+// signed levels are their own signs.
+REWIND_INLINE IqSubBlock iq1_sub_block(__m256i grid, __m256i delta_signs, __m256i scale16) {
+  const __m256i levels = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), delta_signs);
+  return {_mm256_sign_epi8(levels, levels), levels, scale16};
+}
+
+struct DecodeIQ1S {
+  using Block = tensor::quant::BlockIQ1S;
+  using Prepared = NothingShared;
+  static constexpr float kSumScale = 0.125f;
+  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
+  static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
+    const uint8_t* low = w.qs + 4 * j;
+    const int high = w.qh[j];
+    const __m256i grid = grid_entries(tensor::quant::kIq1SGrid, low[0] | (high & 7) << 8, low[1] | (high & 0x38) << 5,
+                                      low[2] | (high & 0x1c0) << 2, low[3] | (high & 0xe00) >> 1);
+    return iq1_sub_block(grid, _mm256_set1_epi8((high & 0x8000) != 0 ? -1 : 1),
+                         same_scales(2 * static_cast<uint32_t>((high >> 12) & 7) + 1));
+  }
+};
+
+// iq1_m's four scale words, whose top nibbles are its fp16 d.
+REWIND_INLINE uint64_t iq1_m_scale_words(const tensor::quant::BlockIQ1M& w) {
+  uint64_t words;
+  std::memcpy(&words, w.scales, sizeof(words));
+  return words;
+}
+
+REWIND_INLINE uint16_t iq1_m_half_d(const tensor::quant::BlockIQ1M& w) {
+  const uint64_t words = iq1_m_scale_words(w);
+  return static_cast<uint16_t>(((words >> 12) & 0xF) | ((words >> 24) & 0xF0) | ((words >> 36) & 0xF00) |
+                               ((words >> 48) & 0xF000));
+}
+
+struct DecodeIQ1M {
+  using Block = tensor::quant::BlockIQ1M;
+  struct Prepared {
+    int16_t odd_scales[16];  // 2 ls + 1 of the values 16 s .. 16 s + 15
+  };
+  static constexpr float kSumScale = 0.125f;
+  static REWIND_INLINE Prepared prepare(const Block& w) {
+    const uint64_t words = iq1_m_scale_words(w);
+    Prepared prepared;
+    for (int s = 0; s < 16; ++s) {
+      prepared.odd_scales[s] = static_cast<int16_t>(2 * ((words >> (16 * (s / 4) + 3 * (s % 4))) & 7) + 1);
+    }
+    return prepared;
+  }
+  static REWIND_INLINE IqSubBlock sub_block(const Block& w, const Prepared& prepared, int j) {
+    const uint8_t* low = w.qs + 4 * j;
+    const int high = w.qh[2 * j] | w.qh[2 * j + 1] << 8;  // four nibbles, one per group of 8
+    const __m256i grid = grid_entries(tensor::quant::kIq1SGrid, low[0] | (high & 7) << 8, low[1] | (high & 0x70) << 4,
+                                      low[2] | (high & 0x700), low[3] | (high & 0x7000) >> 4);
+    // Bit 3 of nibble g (bit 4 g + 3 of high) set: group g's 8 deltas are -1, else +1.
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i delta_bits =
+        _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(high), _mm256_setr_epi64x(3, 7, 11, 15)), one);
+    const __m256i deltas = _mm256_or_si256(_mm256_cmpeq_epi64(delta_bits, one), _mm256_set1_epi8(1));
+    return iq1_sub_block(grid, deltas, half_scales(prepared.odd_scales[2 * j], prepared.odd_scales[2 * j + 1]));
+  }
+};
 
 }  // namespace rwd::kernels::cpu::avx2

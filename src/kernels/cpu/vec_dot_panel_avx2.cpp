@@ -441,6 +441,62 @@ void panel_dot_tq1_0(int64_t n, const void* weights, size_t weight_row_bytes, in
   }
 }
 
+// ---- the grid i-quants against PanelQ8K ----
+//
+// Their codebook lookups cost far more than the multiplies (a tile shares them over 4 rows at most), so a panel
+// decodes each super-block once per weight row for 8 rows: the signed levels and their magnitudes into buffers
+// in value order, the scale of every 16 values into a third. Each chunk of 4 levels is then broadcast against
+// the panel's chunk of 8 rows, its signs moved onto the activations; two chunks' maddubs pairs (at most 2 * 2 *
+// 62 * 127) add in int16 before the madd with their scale. S and the float part are the tile's (SumsGrid,
+// DotKSymmetric), so every row gets the one-row kernel's bits.
+template <typename Block>
+REWIND_INLINE uint16_t block_scale_bits(const Block& w) {
+  return w.d;
+}
+REWIND_INLINE uint16_t block_scale_bits(const q::BlockIQ1M& w) { return iq1_m_half_d(w); }
+
+template <typename Decoder>
+void panel_dot_grid(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                    const void* panel, int64_t n_rows, float* out, int64_t out_stride) {
+  using Block = typename Decoder::Block;
+  const auto* a = static_cast<const PanelQ8K*>(panel);
+  alignas(32) int8_t levels[q::kBlockK];
+  alignas(32) uint8_t magnitudes[q::kBlockK];
+  alignas(32) int16_t scales[2 * 8 * 16];  // sub-block j's scale16 lanes at 16 j
+  for (int64_t i = 0; i < n_weight_rows; ++i) {
+    const auto* w = row_at<Block>(weights, weight_row_bytes, i);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
+      const typename Decoder::Prepared prepared = Decoder::prepare(w[b]);
+#pragma GCC unroll 2
+      for (int j = 0; j < 8; ++j) {
+        const IqSubBlock sub_block = Decoder::sub_block(w[b], prepared, j);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(magnitudes + 32 * j), sub_block.magnitudes);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(levels + 32 * j),
+                           _mm256_sign_epi8(sub_block.magnitudes, sub_block.signs));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(scales + 16 * j), sub_block.scale16);
+      }
+      __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int g = 0; g < 16; ++g) {
+        // Group g (values 16 g ..) has its scale in lane 0 (even g) or lane 8 (odd g) of sub-block g / 2's.
+        const __m256i scale = _mm256_set1_epi16(scales[16 * (g / 2) + 8 * (g % 2)]);
+        auto chunk = [&](int k) REWIND_INLINE_LAMBDA {
+          const __m256i act = _mm256_sign_epi8(load256(a[b].qs[k]), broadcast_u32(levels + 4 * k));
+          return _mm256_maddubs_epi16(broadcast_u32(magnitudes + 4 * k), act);
+        };
+        const __m256i first = _mm256_add_epi16(chunk(4 * g), chunk(4 * g + 1));
+        const __m256i second = _mm256_add_epi16(chunk(4 * g + 2), chunk(4 * g + 3));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(first, scale), _mm256_madd_epi16(second, scale)));
+      }
+      __m256 total = _mm256_cvtepi32_ps(sum);
+      if constexpr (Decoder::kSumScale != 1.0f) total = _mm256_mul_ps(total, _mm256_set1_ps(Decoder::kSumScale));
+      acc = _mm256_fmadd_ps(total, row_scales(block_scale_bits(w[b]), a[b].d), acc);
+    }
+    store_rows(acc, n_rows, out + i, out_stride);
+  }
+}
+
 template <int kMinRows>
 constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes) {
   return {pack, dot, bytes, kMinRows};
@@ -456,6 +512,16 @@ constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes)
 constexpr int kLookupMinRows = 8;
 // tq1_0, the same way: 0.21 ms per row for the 4-row tile, 0.95-1.04 ms for a panel.
 constexpr int kTq1_0MinRows = 5;
+
+// The grid i-quants, measured on Zen 3 at n = 2048, 1 thread (a shared machine, so roughly): 64 rows take
+// 12.3-18.4 ms in panels against 17.1-31.4 ms in 4-row tiles (iq3_s and iq2_xs gain most, iq1_m least); at 4
+// rows a panel is no faster than one tile, so panels start where two tiles would.
+constexpr int kGridMinRows = 6;
+
+template <typename Decoder>
+PanelKernel grid_panel() {
+  return make<kGridMinRows>(pack_q8_k, panel_dot_grid<Decoder>, panel_bytes<PanelQ8K, q::kBlockK>);
+}
 
 PanelKernel panel_kernel(DType weight_type) {
   switch (weight_type) {
@@ -479,6 +545,13 @@ PanelKernel panel_kernel(DType weight_type) {
       return make<9>(pack_q8_k, panel_dot_k_affine<true, q::BlockQ5K>, panel_bytes<PanelQ8K, q::kBlockK>);
     case DType::tq1_0:
       return make<kTq1_0MinRows>(pack_q8_k, panel_dot_tq1_0, panel_bytes<PanelQ8K, q::kBlockK>);
+    case DType::iq2_xxs: return grid_panel<DecodeIQ2XXS>();
+    case DType::iq2_xs: return grid_panel<DecodeIQ2XS>();
+    case DType::iq2_s: return grid_panel<DecodeIQ2S>();
+    case DType::iq3_xxs: return grid_panel<DecodeIQ3XXS>();
+    case DType::iq3_s: return grid_panel<DecodeIQ3S>();
+    case DType::iq1_s: return grid_panel<DecodeIQ1S>();
+    case DType::iq1_m: return grid_panel<DecodeIQ1M>();
     default: return {};  // q6_K: the 4-row tile of vec_dot_avx2.cpp beats a panel at every row count; so do
                          // they for q2_K, q3_K and tq2_0 (a panel unpacking their levels once per 8 rows was
                          // no faster on Zen 3); iq4_xs: none yet
