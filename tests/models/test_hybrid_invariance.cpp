@@ -1,5 +1,5 @@
-// The invariants exact speculation rests on, for every architecture with recurrent layers, f32 and q8_0, and the
-// other quantized types on qwen35 and lfm2:
+// The invariants exact speculation rests on, for every architecture with recurrent layers, f32 and q8_0 (with
+// f32 and f16 KV rows), and the other quantized types and q8_0 KV rows on qwen35 and lfm2:
 // a token's logits are bit-identical whether it is computed inside a prompt batch, alone, or beside another
 // slot's tokens; a slot's recurrent state is never touched by another slot's tokens (poisoned with 0x3e
 // bytes); and a reset slot starts a new sequence exactly like a fresh cache. CTest runs it once per kernel set
@@ -18,6 +18,8 @@
 #include "model/forward_context.h"
 #include "model/model.h"
 #include "rewind/tools.h"
+#include "state/model_state.h"
+#include "tensor/dtype.h"
 
 namespace rwd {
 namespace {
@@ -25,6 +27,7 @@ namespace {
 struct Variant {
   const char* arch;
   const char* dtype;
+  tensor::DType cache_type = tensor::DType::f32;  // how the KV rows of attention layers are stored
 };
 
 class HybridInvariance : public ::testing::TestWithParam<Variant> {
@@ -52,6 +55,16 @@ class HybridInvariance : public ::testing::TestWithParam<Variant> {
     return ids;
   }
 
+  // A state of n_slots slots and 64 positions with the variant's KV cache type.
+  state::ModelState make_state(int n_slots) const {
+    state::StateOptions options;
+    options.n_slots = n_slots;
+    options.n_ctx = 64;
+    options.cache_type_k = GetParam().cache_type;
+    options.cache_type_v = GetParam().cache_type;
+    return state::ModelState(model_->kv_specs(), model_->recurrent_specs(), options);
+  }
+
   std::string path_;
   std::unique_ptr<model::Model> model_;
 };
@@ -65,7 +78,7 @@ TEST_P(HybridInvariance, PrefillDecodeAndSlotsAreBitExact) {
   model::Batch batch;
   std::vector<float> logits;
 
-  state::ModelState alone(model_->kv_specs(), model_->recurrent_specs(), 3, 64);
+  state::ModelState alone = make_state(3);
   std::vector<std::vector<float>> expected;
   for (size_t i = 0; i < a.size(); ++i) {
     batch.clear();
@@ -75,7 +88,7 @@ TEST_P(HybridInvariance, PrefillDecodeAndSlotsAreBitExact) {
   }
 
   // a's prompt in slot 2 as one batch next to b in slot 0 (prompt split in two chunks); slot 1 is poisoned.
-  state::ModelState mixed(model_->kv_specs(), model_->recurrent_specs(), 3, 64);
+  state::ModelState mixed = make_state(3);
   auto& rec = mixed.recurrent();
   for (int il = 0; il < rec.n_layers(); ++il) {
     std::memset(rec.conv_window(il, 1), 0x3e, rec.spec(il).conv_floats() * sizeof(float));
@@ -127,7 +140,7 @@ TEST_P(HybridInvariance, PrefillInOneBatchInChunksAndTokenByTokenAgree) {
   std::vector<std::vector<float>> final_logits;
   std::vector<std::vector<uint8_t>> final_states;
   for (int64_t chunk : {int64_t{45}, int64_t{7}, int64_t{1}}) {
-    state::ModelState state(model_->kv_specs(), model_->recurrent_specs(), 1, 64);
+    state::ModelState state = make_state(1);
     std::vector<float> logits;
     for (int64_t begin = 0; begin < static_cast<int64_t>(prompt.size()); begin += chunk) {
       const int64_t end = std::min<int64_t>(begin + chunk, static_cast<int64_t>(prompt.size()));
@@ -159,16 +172,23 @@ std::vector<Variant> variants() {
   for (std::string_view arch : model::arch_names()) {
     if (!model::find_arch(arch)->recurrent) continue;
     for (const char* dtype : {"f32", "q8_0"}) out.push_back({arch.data(), dtype});  // registry names are literals
+    // The KV cache types llama.cpp users pick (f16 is the CLI's default) on the attention layers of each hybrid.
+    out.push_back({arch.data(), "q8_0", tensor::DType::f16});
   }
   // Every other quantized weight type, on the Gated DeltaNet and short-convolution hybrids.
   for (const char* dtype : {"q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}) out.push_back({"qwen35", dtype});
   out.push_back({"lfm2", "q4_0"});
+  out.push_back({"qwen35", "q8_0", tensor::DType::q8_0});
+  out.push_back({"lfm2", "q8_0", tensor::DType::q8_0});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HybridInvariance, ::testing::ValuesIn(variants()),
                          [](const ::testing::TestParamInfo<Variant>& param_info) {
                            std::string name = std::string(param_info.param.arch) + "_" + param_info.param.dtype;
+                           if (param_info.param.cache_type != tensor::DType::f32) {
+                             name += "_kv_" + std::string(tensor::dtype_name(param_info.param.cache_type));
+                           }
                            std::replace(name.begin(), name.end(), '-', '_');  // falcon-h1
                            return name;
                          });

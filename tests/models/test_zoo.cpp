@@ -11,7 +11,8 @@
 // experts under either engine's rounding, so MoE files have a few steps where one engine or the other is far
 // from the exact answer (up to 4 nats here), and which engine it is depends on rounding luck. So rewind's median
 // error must stay within llama.cpp's (what activation rounding costs on a typical step), and its worst step
-// within twice llama.cpp's worst; a small floor applies where both are nearly exact.
+// within twice llama.cpp's worst; a small floor applies where both are nearly exact. And each file's prompt gives
+// the same logits in one batch as token by token (the batch invariance exact speculation rests on).
 // links: rewind_runtime
 #include <gtest/gtest.h>
 
@@ -152,6 +153,34 @@ TEST_P(Zoo, NoFurtherFromTheExactAnswerThanLlamaCpp) {
   RecordProperty("max_abs_logprob_vs_llama_cpp", std::to_string(max_vs_llama));
   EXPECT_LE(ours_median, std::max(kErrorFloor, kMedianRatio * llama_median)) << GetParam() << ": median step";
   EXPECT_LE(ours_max, std::max(kErrorFloor, kWorstStepRatio * llama_max)) << GetParam() << ": worst step";
+}
+
+// A prompt's logits are the same bits whether its tokens go through in one batch (the many-row matmul: panels
+// and tiles) or one at a time (the one-row kernels), for every weight type the files hold.
+TEST_P(Zoo, PromptInOneBatchEqualsTokenByToken) {
+  const std::string base = std::string(REWIND_TEST_DATA) + "/zoo/" + GetParam();
+  std::ifstream in(base + ".json");
+  ASSERT_TRUE(in) << base << ".json is missing";
+  const auto prompt = nlohmann::json::parse(in)["prompt"]["ids"].get<std::vector<int32_t>>();
+  auto model = model::Model::load(base + ".gguf");
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const int64_t n_vocab = (*model)->hparams().n_vocab;
+  ThreadPool pool(2);
+  model::ForwardContext ctx(**model, pool, 128);
+  state::ModelState batched((*model)->kv_specs(), (*model)->recurrent_specs(), 1, 256);
+  model::Batch batch;
+  for (size_t i = 0; i < prompt.size(); ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, true);
+  std::vector<float> all_logits;
+  ASSERT_TRUE(ctx.forward(batch, batched, all_logits).is_ok());
+  state::ModelState one_by_one((*model)->kv_specs(), (*model)->recurrent_specs(), 1, 256);
+  std::vector<float> logits;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    batch.clear();
+    batch.add(prompt[i], static_cast<int32_t>(i), 0, true);
+    ASSERT_TRUE(ctx.forward(batch, one_by_one, logits).is_ok());
+    ASSERT_EQ(0, std::memcmp(logits.data(), all_logits.data() + i * n_vocab, n_vocab * sizeof(float)))
+        << GetParam() << ": position " << i << " differs between the prompt batch and decoding token by token";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, Zoo, ::testing::ValuesIn(zoo_files()), [](const ::testing::TestParamInfo<std::string>& p) {
