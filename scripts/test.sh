@@ -12,6 +12,6 @@ ctest --test-dir "$root/build" --output-on-failure -j "$jobs" --timeout 900
 
 if [ "${REWIND_SKIP_SANITIZE:-0}" != "1" ]; then
   REWIND_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DREWIND_SANITIZE=ON -DREWIND_BUILD_BENCH=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DREWIND_TEST_LABELS=unit;spec;server"
   ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -L "unit|spec|server" --timeout 900
 fi
