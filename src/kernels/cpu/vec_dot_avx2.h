@@ -256,14 +256,25 @@ REWIND_INLINE __m256i half_scales(int first, int second) {
 
 REWIND_INLINE __m256i same_scales(uint32_t scale) { return _mm256_set1_epi16(static_cast<short>(scale)); }
 
-// Layouts of the blocks in tensor/quant/blocks.h. prepare() reads what all sub-blocks share.
+// Layouts of the blocks in tensor/quant/blocks.h. prepare() reads what all sub-blocks share; most share nothing.
 struct NothingShared {};
 
-struct DecodeIQ2XXS {
-  using Block = tensor::quant::BlockIQ2XXS;
+struct NothingToPrepare {
   using Prepared = NothingShared;
+  template <typename Block>
+  static REWIND_INLINE Prepared prepare(const Block&) {
+    return {};
+  }
+};
+
+// iq2_xs / iq2_s: the low nibble of a sub-block's scale byte for its first 16 values, the high one for the rest.
+REWIND_INLINE __m256i iq2_half_scales(uint8_t scales) {
+  return half_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1);
+}
+
+struct DecodeIQ2XXS : NothingToPrepare {
+  using Block = tensor::quant::BlockIQ2XXS;
   static constexpr float kSumScale = 0.125f;
-  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
   static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
     const auto* bytes = reinterpret_cast<const uint8_t*>(w.qs) + 8 * j;
     const uint32_t codes = load_u32(bytes + 4);
@@ -272,39 +283,33 @@ struct DecodeIQ2XXS {
   }
 };
 
-struct DecodeIQ2XS {
+struct DecodeIQ2XS : NothingToPrepare {
   using Block = tensor::quant::BlockIQ2XS;
-  using Prepared = NothingShared;
   static constexpr float kSumScale = 0.125f;
-  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
   static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
     const uint16_t* code = w.qs + 4 * j;
     const uint32_t sign_codes = static_cast<uint32_t>(code[0] >> 9) | static_cast<uint32_t>(code[1] >> 9) << 7 |
                                 static_cast<uint32_t>(code[2] >> 9) << 14 | static_cast<uint32_t>(code[3] >> 9) << 21;
     return {grid_entries(tensor::quant::kIq2XsGrid, code[0] & 511, code[1] & 511, code[2] & 511, code[3] & 511),
-            sign_bytes_from_codes(sign_codes), half_scales(2 * (w.scales[j] & 15) + 1, 2 * (w.scales[j] >> 4) + 1)};
+            sign_bytes_from_codes(sign_codes), iq2_half_scales(w.scales[j])};
   }
 };
 
-struct DecodeIQ2S {
+struct DecodeIQ2S : NothingToPrepare {
   using Block = tensor::quant::BlockIQ2S;
-  using Prepared = NothingShared;
   static constexpr float kSumScale = 0.125f;
-  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
   static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
     const uint8_t* low = w.qs + 4 * j;
     const int high = w.qh[j];
     return {grid_entries(tensor::quant::kIq2SGrid, low[0] | (high & 3) << 8, low[1] | (high & 12) << 6,
                          low[2] | (high & 48) << 4, low[3] | (high & 192) << 2),
-            sign_bytes_from_bits(w.qs + 32 + 4 * j), half_scales(2 * (w.scales[j] & 15) + 1, 2 * (w.scales[j] >> 4) + 1)};
+            sign_bytes_from_bits(w.qs + 32 + 4 * j), iq2_half_scales(w.scales[j])};
   }
 };
 
-struct DecodeIQ3XXS {
+struct DecodeIQ3XXS : NothingToPrepare {
   using Block = tensor::quant::BlockIQ3XXS;
-  using Prepared = NothingShared;
   static constexpr float kSumScale = 0.25f;
-  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
   static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
     const uint8_t* index = w.qs + 8 * j;
     const int indices[8] = {index[0], index[1], index[2], index[3], index[4], index[5], index[6], index[7]};
@@ -314,11 +319,9 @@ struct DecodeIQ3XXS {
   }
 };
 
-struct DecodeIQ3S {
+struct DecodeIQ3S : NothingToPrepare {
   using Block = tensor::quant::BlockIQ3S;
-  using Prepared = NothingShared;
   static constexpr float kSumScale = 1.0f;
-  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
   static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
     const uint8_t* low = w.qs + 8 * j;
     const int high = w.qh[j];
@@ -337,11 +340,9 @@ REWIND_INLINE IqSubBlock iq1_sub_block(__m256i grid, __m256i delta_signs, __m256
   return {_mm256_sign_epi8(levels, levels), levels, scale16};
 }
 
-struct DecodeIQ1S {
+struct DecodeIQ1S : NothingToPrepare {
   using Block = tensor::quant::BlockIQ1S;
-  using Prepared = NothingShared;
   static constexpr float kSumScale = 0.125f;
-  static REWIND_INLINE Prepared prepare(const Block&) { return {}; }
   static REWIND_INLINE IqSubBlock sub_block(const Block& w, Prepared, int j) {
     const uint8_t* low = w.qs + 4 * j;
     const int high = w.qh[j];
