@@ -357,12 +357,6 @@ float dot_iq2_xxs(int64_t n, const void* weight, const void* activation) {
       0.125f);
 }
 
-// iq2_xs and iq2_s: scale ls per 16 values, in nibbles of scales.
-template <typename Block>
-int iq2_scale(const Block& block, int group) {
-  return 2 * ((block.scales[group / 4] >> (4 * ((group / 2) % 2))) & 15) + 1;
-}
-
 float dot_iq2_xs(int64_t n, const void* weight, const void* activation) {
   return dot_k_symmetric<q::BlockIQ2XS>(
       n, weight, activation,
@@ -370,7 +364,7 @@ float dot_iq2_xs(int64_t n, const void* weight, const void* activation) {
         int total = 0;
         for (int g = 0; g < 32; ++g) {
           const uint16_t code = block.qs[g];
-          total += iq2_scale(block, g) *
+          total += (2 * q::iq2_scale_ls(block, g) + 1) *
                    signed_group_dot(q::kIq2XsGrid[code & 511], q::even_parity_signs(code >> 9), 8, qa + 8 * g);
         }
         return total;
@@ -384,8 +378,8 @@ float dot_iq2_s(int64_t n, const void* weight, const void* activation) {
       [](const q::BlockIQ2S& block, const int8_t* qa) {
         int total = 0;
         for (int g = 0; g < 32; ++g) {
-          const int index = block.qs[g] | (((block.qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
-          total += iq2_scale(block, g) * signed_group_dot(q::kIq2SGrid[index], block.qs[32 + g], 8, qa + 8 * g);
+          total += (2 * q::iq2_scale_ls(block, g) + 1) *
+                   signed_group_dot(q::kIq2SGrid[q::iq2_s_grid_index(block, g)], block.qs[32 + g], 8, qa + 8 * g);
         }
         return total;
       },
@@ -421,10 +415,9 @@ float dot_iq3_s(int64_t n, const void* weight, const void* activation) {
       int dot = 0;
       for (int k = 0; k < 8; ++k) {
         const int g = 8 * j + k;
-        const int index = block.qs[g] | (((block.qh[j] >> k) & 1) << 8);
-        dot += signed_group_dot(q::kIq3SGrid[index], block.signs[g / 2] >> (4 * (g % 2)), 4, qa + 4 * g);
+        dot += signed_group_dot(q::kIq3SGrid[q::iq3_s_grid_index(block, g)], block.signs[g / 2] >> (4 * (g % 2)), 4, qa + 4 * g);
       }
-      total += (2 * ((block.scales[j / 2] >> (4 * (j % 2))) & 15) + 1) * dot;
+      total += (2 * q::iq3_s_scale_ls(block, j) + 1) * dot;
     }
     return total;
   });
@@ -439,7 +432,7 @@ float dot_iq1_s(int64_t n, const void* weight, const void* activation) {
           const uint16_t qh = block.qh[j];
           int dot = 0;
           for (int l = 0; l < 4; ++l) {
-            const int index = block.qs[4 * j + l] | (((qh >> (3 * l)) & 7) << 8);
+            const int index = q::iq1_s_grid_index(block, 4 * j + l);
             dot += iq1_group_dot(q::kIq1SGrid[index], (qh & 0x8000) != 0, qa + 32 * j + 8 * l);
           }
           total += (2 * ((qh >> 12) & 7) + 1) * dot;
@@ -457,7 +450,7 @@ float dot_iq1_m(int64_t n, const void* weight, const void* activation) {
         for (int s = 0; s < 16; ++s) {
           int dot = 0;
           for (int g = 2 * s; g < 2 * s + 2; ++g) {
-            const int nibble = (block.qh[g / 2] >> (4 * (g % 2))) & 15;
+            const int nibble = q::iq1_m_nibble(block, g);
             dot += iq1_group_dot(q::kIq1SGrid[block.qs[g] | ((nibble & 7) << 8)], (nibble & 8) != 0, qa + 8 * g);
           }
           total += (2 * q::iq1_m_scale(block, s) + 1) * dot;

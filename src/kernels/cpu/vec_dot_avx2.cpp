@@ -609,7 +609,6 @@ struct SumsGrid {
   static REWIND_INLINE void sums(const Block& w, const q::BlockQ8K* const (&a)[NA], __m256i (&sum)[NA]) {
     for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
     const typename Decoder::Prepared prepared = Decoder::prepare(w);
-#pragma GCC unroll 2
     for (int j = 0; j < 8; ++j) {
       const IqSubBlock sub_block = Decoder::sub_block(w, prepared, j);
       for (int r = 0; r < NA; ++r) {

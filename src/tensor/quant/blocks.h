@@ -281,6 +281,26 @@ inline int iq4_xs_scale(const BlockIQ4XS& block, int j) {
   return (low | (high << 4)) - 32;
 }
 
+// The grid index of group g of an iq2_s (8 values), iq3_s (4 values) or iq1_s (8 values) block, and the 4-bit
+// nibble of group g of an iq1_m block (bits 0..2: the index's bits 8..10; bit 3: the delta's sign).
+inline int iq2_s_grid_index(const BlockIQ2S& block, int g) {
+  return block.qs[g] | (((block.qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
+}
+inline int iq3_s_grid_index(const BlockIQ3S& block, int g) {
+  return block.qs[g] | (((block.qh[g / 8] >> (g % 8)) & 1) << 8);
+}
+inline int iq1_s_grid_index(const BlockIQ1S& block, int g) {
+  return block.qs[g] | (((block.qh[g / 4] >> (3 * (g % 4))) & 7) << 8);
+}
+inline int iq1_m_nibble(const BlockIQ1M& block, int g) { return (block.qh[g / 2] >> (4 * (g % 2))) & 15; }
+
+// ls (0..15) of group g (8 values) of an iq2_xs / iq2_s block, and of sub-block j of an iq3_s block.
+template <typename Block>
+int iq2_scale_ls(const Block& block, int g) {
+  return (block.scales[g / 4] >> (4 * ((g / 2) % 2))) & 15;
+}
+inline int iq3_s_scale_ls(const BlockIQ3S& block, int j) { return (block.scales[j / 2] >> (4 * (j % 2))) & 15; }
+
 // The fp16 bits of an iq1_m block's d, gathered from the top nibbles of its scale words.
 inline uint16_t iq1_m_d_bits(const BlockIQ1M& block) {
   uint16_t word[4];

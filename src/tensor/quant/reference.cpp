@@ -573,8 +573,7 @@ void to_float_iq2_xs(const void* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
     const float d = fp16_to_fp32(blocks[b].d);
     for (int g = 0; g < 32; ++g) {
-      const int ls = (blocks[b].scales[g / 4] >> (4 * ((g / 2) % 2))) & 15;
-      const float scale = d * (0.5f + static_cast<float>(ls)) * 0.25f;
+      const float scale = d * (0.5f + static_cast<float>(iq2_scale_ls(blocks[b], g))) * 0.25f;
       const uint16_t code = blocks[b].qs[g];
       put_signed_group(kIq2XsGrid[code & 511], even_parity_signs(code >> 9), scale, 8, dst + 8 * g);
     }
@@ -586,10 +585,8 @@ void to_float_iq2_s(const void* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, dst += kBlockK) {
     const float d = fp16_to_fp32(blocks[b].d);
     for (int g = 0; g < 32; ++g) {
-      const int ls = (blocks[b].scales[g / 4] >> (4 * ((g / 2) % 2))) & 15;
-      const float scale = d * (0.5f + static_cast<float>(ls)) * 0.25f;
-      const int index = blocks[b].qs[g] | (((blocks[b].qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
-      put_signed_group(kIq2SGrid[index], blocks[b].qs[32 + g], scale, 8, dst + 8 * g);
+      const float scale = d * (0.5f + static_cast<float>(iq2_scale_ls(blocks[b], g))) * 0.25f;
+      put_signed_group(kIq2SGrid[iq2_s_grid_index(blocks[b], g)], blocks[b].qs[32 + g], scale, 8, dst + 8 * g);
     }
   }
 }
@@ -618,11 +615,9 @@ void to_float_iq3_s(const void* src, float* dst, int64_t n) {
     const BlockIQ3S& block = blocks[b];
     const float d = fp16_to_fp32(block.d);
     for (int g = 0; g < 64; ++g) {
-      const int ls = (block.scales[g / 16] >> (4 * ((g / 8) % 2))) & 15;
-      const float scale = d * static_cast<float>(1 + 2 * ls);
-      const int index = block.qs[g] | (((block.qh[g / 8] >> (g % 8)) & 1) << 8);
+      const float scale = d * static_cast<float>(1 + 2 * iq3_s_scale_ls(block, g / 8));
       const auto signs = static_cast<uint8_t>(block.signs[g / 2] >> (4 * (g % 2)));
-      put_signed_group(kIq3SGrid[index], signs, scale, 4, dst + 4 * g);
+      put_signed_group(kIq3SGrid[iq3_s_grid_index(block, g)], signs, scale, 4, dst + 4 * g);
     }
   }
 }
@@ -636,8 +631,7 @@ void to_float_iq1_s(const void* src, float* dst, int64_t n) {
       const float d_sub = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
       const float delta = (qh & 0x8000) != 0 ? -kIq1Delta : kIq1Delta;
       for (int l = 0; l < 4; ++l) {
-        const int index = blocks[b].qs[4 * j + l] | (((qh >> (3 * l)) & 7) << 8);
-        put_iq1_group(kIq1SGrid[index], d_sub, delta, dst + 32 * j + 8 * l);
+        put_iq1_group(kIq1SGrid[iq1_s_grid_index(blocks[b], 4 * j + l)], d_sub, delta, dst + 32 * j + 8 * l);
       }
     }
   }
@@ -650,7 +644,7 @@ void to_float_iq1_m(const void* src, float* dst, int64_t n) {
     const float d = fp16_to_fp32(iq1_m_d_bits(block));
     for (int g = 0; g < 32; ++g) {
       const float d_sub = d * static_cast<float>(2 * iq1_m_scale(block, g / 2) + 1);
-      const int nibble = (block.qh[g / 2] >> (4 * (g % 2))) & 15;
+      const int nibble = iq1_m_nibble(block, g);
       const float delta = (nibble & 8) != 0 ? -kIq1Delta : kIq1Delta;
       put_iq1_group(kIq1SGrid[block.qs[g] | ((nibble & 7) << 8)], d_sub, delta, dst + 8 * g);
     }
