@@ -297,7 +297,7 @@ void matmul_cold_args(benchmark::internal::Benchmark* bench) {
     for (int64_t threads : kMatmulThreadCounts) bench->Args({static_cast<int64_t>(type), 2048, 1, threads});
   }
   // Verify batches (1 + k tokens) against the decode step above: where panels start to pay (min_rows).
-  for (DType type : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k}) {
+  for (DType type : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
     for (int64_t rows = 2; rows <= 9; ++rows) bench->Args({static_cast<int64_t>(type), 2048, rows, 2});
   }
 }

@@ -199,43 +199,50 @@ TEST(VecDot, TilesAreBitIdenticalToOnePair) {
   }
 }
 
-// Panels of 1..8 rows (rows past the last are zero) against the one-pair kernel, for lengths of 1, 15 and 89
-// (32-blocks) or 11 (super-blocks) blocks; outputs outside the written rows must stay NaN.
+// Panels of 1..8 rows and narrow panels of 1..4 (rows past the last are zero) against the one-pair kernel, for
+// lengths of 1, 15 and 89 (32-blocks) or 11 (super-blocks) blocks; outputs outside the written rows must stay NaN.
 TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
   constexpr int64_t kWeightRows = 5, kOutStride = 7;
-  int n_types_with_panels = 0;
+  int n_types_with_panels = 0, n_types_with_narrow_panels = 0;
   for (const Isa& isa : isas()) {
     for (DType type : test::weight_types()) {
       const VecDotKernel kernel = isa.kernel(type);
-      if (kernel.panel.dot == nullptr) continue;
-      ++n_types_with_panels;
-      ASSERT_NE(kernel.panel.pack, nullptr);
-      ASSERT_NE(kernel.panel.panel_bytes, nullptr);
-      const int64_t block_size = tensor::dtype_traits(type).block_size;
-      for (int64_t n : {block_size, 15 * block_size, odd_length(type)}) {  // tails of 1, 7 and 1 blocks of 8
-        SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)) + " n=" + std::to_string(n));
-        test::QuantRandom random(7 + static_cast<uint64_t>(type) + static_cast<uint64_t>(n));
-        const std::vector<uint8_t> weights = weight_rows(type, n, kWeightRows, random);
-        const std::vector<uint8_t> acts = activation_rows(isa, type, n, kPanelRows, random);
-        const size_t weight_row_bytes = tensor::row_bytes(type, n);
-        const size_t act_row_bytes = tensor::row_bytes(tensor::dtype_traits(type).vec_dot_type, n);
-        for (int64_t n_rows = 1; n_rows <= kPanelRows; ++n_rows) {
-          std::vector<uint8_t> panel(kernel.panel.panel_bytes(n), 0xCD);
-          kernel.panel.pack(n, acts.data(), act_row_bytes, n_rows, panel.data());
-          std::vector<float> out(static_cast<size_t>(kPanelRows * kOutStride),
-                                 std::numeric_limits<float>::quiet_NaN());
-          kernel.panel.dot(n, weights.data(), weight_row_bytes, kWeightRows, panel.data(), n_rows, out.data(),
-                           kOutStride);
-          for (int64_t r = 0; r < kPanelRows; ++r) {
-            for (int64_t i = 0; i < kOutStride; ++i) {
-              const float got = out[static_cast<size_t>(r * kOutStride + i)];
-              if (r >= n_rows || i >= kWeightRows) {
-                EXPECT_TRUE(std::isnan(got)) << "wrote outside the panel's rows at row " << r << " column " << i;
-                continue;
+      n_types_with_panels += kernel.panel.dot != nullptr;
+      n_types_with_narrow_panels += kernel.narrow_panel.dot != nullptr;
+      for (const PanelKernel* panel_kernel : {&kernel.panel, &kernel.narrow_panel}) {
+        const PanelKernel& panel_of = *panel_kernel;
+        if (panel_of.dot == nullptr) continue;
+        ASSERT_NE(panel_of.pack, nullptr);
+        ASSERT_NE(panel_of.panel_bytes, nullptr);
+        ASSERT_TRUE(panel_of.rows == kPanelRows || panel_of.rows == kNarrowPanelRows);
+        const int64_t block_size = tensor::dtype_traits(type).block_size;
+        for (int64_t n : {block_size, 15 * block_size, odd_length(type)}) {  // tails of 1, 7 and 1 blocks of 8
+          SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)) + " n=" + std::to_string(n) +
+                       " panel rows " + std::to_string(panel_of.rows));
+          test::QuantRandom random(7 + static_cast<uint64_t>(type) + static_cast<uint64_t>(n));
+          const std::vector<uint8_t> weights = weight_rows(type, n, kWeightRows, random);
+          const std::vector<uint8_t> acts = activation_rows(isa, type, n, panel_of.rows, random);
+          const size_t weight_row_bytes = tensor::row_bytes(type, n);
+          const size_t act_row_bytes = tensor::row_bytes(tensor::dtype_traits(type).vec_dot_type, n);
+          for (int64_t n_rows = 1; n_rows <= panel_of.rows; ++n_rows) {
+            std::vector<uint8_t> panel(panel_of.panel_bytes(n), 0xCD);
+            panel_of.pack(n, acts.data(), act_row_bytes, n_rows, panel.data());
+            std::vector<float> out(static_cast<size_t>(panel_of.rows * kOutStride),
+                                   std::numeric_limits<float>::quiet_NaN());
+            panel_of.dot(n, weights.data(), weight_row_bytes, kWeightRows, panel.data(), n_rows, out.data(),
+                         kOutStride);
+            for (int64_t r = 0; r < panel_of.rows; ++r) {
+              for (int64_t i = 0; i < kOutStride; ++i) {
+                const float got = out[static_cast<size_t>(r * kOutStride + i)];
+                if (r >= n_rows || i >= kWeightRows) {
+                  EXPECT_TRUE(std::isnan(got)) << "wrote outside the panel's rows at row " << r << " column " << i;
+                  continue;
+                }
+                const float single =
+                    kernel.one(n, weights.data() + i * weight_row_bytes, acts.data() + r * act_row_bytes);
+                EXPECT_EQ(std::memcmp(&single, &got, sizeof(float)), 0)
+                    << n_rows << "-row panel, weight " << i << " row " << r << ": " << single << " vs " << got;
               }
-              const float single = kernel.one(n, weights.data() + i * weight_row_bytes, acts.data() + r * act_row_bytes);
-              EXPECT_EQ(std::memcmp(&single, &got, sizeof(float)), 0)
-                  << n_rows << "-row panel, weight " << i << " row " << r << ": " << single << " vs " << got;
             }
           }
         }
@@ -244,6 +251,7 @@ TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
   }
   if (avx2_supported()) {
     EXPECT_GE(n_types_with_panels, 10);  // every quantized type but q6_K, q2_K, q3_K, iq4_xs and tq2_0
+    EXPECT_GE(n_types_with_narrow_panels, 2);  // q4_K, q5_K
   }
 }
 

@@ -1,7 +1,8 @@
 // matmul: quantizes the activation rows once into the weight type's partner format, then threads take chunks
 // of weight (output) rows and apply each to every activation row: through panels of 8 interleaved rows where
-// the table has panel kernels and there are enough rows, else (and for rows too few to fill a panel) through
-// the table's tile, a few activation rows at a time. Every output is computed by one kernel whose arithmetic
+// the table has panel kernels and there are enough rows, through a narrow panel of up to 4 rows for a verify
+// batch where the table has one, else (and for rows too few to fill a panel) through the table's tile, a few
+// activation rows at a time. Every output is computed by one kernel whose arithmetic
 // depends on n_in alone (the panel, tile and one-row kernels agree bit for bit), which is what makes y[r]
 // independent of n_rows and of the threads.
 // Not here: the kernels themselves (vec_dot*.cpp) and the choice of ISA (dispatch.cpp).
@@ -107,17 +108,25 @@ void for_each_weight_chunk(int64_t n_out, int64_t chunk_rows, ThreadPool& pool, 
   });
 }
 
-// Panels for the rows of full panels and, when what is left would pay for a panel (n_rows % 8 >= min_rows), for
-// those too; otherwise the tile takes the last n_rows % 8 rows, after the panels, while the chunk's weights are
-// still in L2 (a panel costs 8 rows of work whatever the count).
-void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, const ActivationFormat& format,
-                   const float* x, int64_t n_rows, float* y, MatmulScratch& scratch, ThreadPool& pool) {
-  const PanelKernel& panel = kernel.panel;
+// The panel kernel that takes n_rows activation rows, or null where the tiles do.
+const PanelKernel* panel_for(const VecDotKernel& kernel, int64_t n_rows) {
+  if (kernel.panel.dot != nullptr && n_rows >= kernel.panel.min_rows) return &kernel.panel;
+  const PanelKernel& narrow = kernel.narrow_panel;
+  if (narrow.dot != nullptr && n_rows >= narrow.min_rows && n_rows <= narrow.rows) return &narrow;
+  return nullptr;
+}
+
+// Panels for the rows of full panels and, when what is left would pay for a panel (n_rows % rows >= min_rows),
+// for those too; otherwise the tile takes the last n_rows % rows rows, after the panels, while the chunk's
+// weights are still in L2 (a panel costs a full panel's rows of work whatever the count).
+void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, const PanelKernel& panel,
+                   const ActivationFormat& format, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
+                   ThreadPool& pool) {
   const int64_t n_in = weight.n_cols();
   const int64_t n_out = weight.n_rows();
-  const int64_t n_tail = n_rows % kPanelRows < panel.min_rows ? n_rows % kPanelRows : 0;
+  const int64_t n_tail = n_rows % panel.rows < panel.min_rows ? n_rows % panel.rows : 0;
   const int64_t n_panel_rows = n_rows - n_tail;
-  const int64_t n_panels = (n_panel_rows + kPanelRows - 1) / kPanelRows;
+  const int64_t n_panels = (n_panel_rows + panel.rows - 1) / panel.rows;
   const size_t panel_bytes = panel.panel_bytes(n_in);
   const size_t rows_bytes = format.row_bytes * static_cast<size_t>(n_rows);
   // Panels start on a cache line: their 32-byte loads then never straddle two.
@@ -129,8 +138,8 @@ void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, con
 
   auto prepare = [&](int64_t p_begin, int64_t p_end) {
     for (int64_t p = p_begin; p < p_end; ++p) {
-      const int64_t row_begin = p * kPanelRows;
-      const int64_t row_end = std::min(n_panel_rows, row_begin + kPanelRows);
+      const int64_t row_begin = p * panel.rows;
+      const int64_t row_end = std::min(n_panel_rows, row_begin + panel.rows);
       quantize_rows(format, x, n_in, row_begin, row_end, rows);
       panel.pack(n_in, rows + static_cast<size_t>(row_begin) * format.row_bytes, format.row_bytes,
                  row_end - row_begin, panels + static_cast<size_t>(p) * panel_bytes);
@@ -146,9 +155,9 @@ void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, con
   const size_t weight_row_bytes = weight.bytes_per_row();
   for_each_weight_chunk(n_out, chunk_rows_for(weight, pool.n_threads()), pool, [&](int64_t begin, int64_t end) {
     for (int64_t p = 0; p < n_panels; ++p) {
-      const int64_t row_begin = p * kPanelRows;
+      const int64_t row_begin = p * panel.rows;
       panel.dot(n_in, weight.row(begin), weight_row_bytes, end - begin, panels + static_cast<size_t>(p) * panel_bytes,
-                std::min<int64_t>(kPanelRows, n_panel_rows - row_begin), y + row_begin * n_out + begin, n_out);
+                std::min(panel.rows, n_panel_rows - row_begin), y + row_begin * n_out + begin, n_out);
     }
     if (n_tail > 0) {
       kernel.tile(n_in, weight.row(begin), weight_row_bytes, end - begin,
@@ -235,7 +244,7 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
                  weight.name);
     // Rows that take the panel path, or another activation format, go through matmul() one weight at a time.
     shared = shared && tensor::dtype_traits(weight.dtype).vec_dot_type == tensor::dtype_traits(first.dtype).vec_dot_type &&
-             (kernel.panel.dot == nullptr || n_rows < kernel.panel.min_rows) && weight.n_rows() > 0;
+             panel_for(kernel, n_rows) == nullptr && weight.n_rows() > 0;
   }
   if (!shared) {
     for (const MatmulOutput& output : outputs) matmul(isa, *output.weight, x, n_rows, output.y, scratch, pool);
@@ -259,8 +268,8 @@ void matmul(KernelIsa isa, const tensor::Tensor& weight, const float* x, int64_t
   REWIND_CHECK(weight.data != nullptr, "matmul: weight {} has no data", weight.name);
   if (n_rows <= 0 || weight.n_rows() <= 0) return;
   const ActivationFormat format = activation_format(isa, traits.vec_dot_type, weight.n_cols());
-  if (kernel.panel.dot != nullptr && n_rows >= kernel.panel.min_rows) {
-    matmul_panels(weight, kernel, format, x, n_rows, y, scratch, pool);
+  if (const PanelKernel* panel = panel_for(kernel, n_rows)) {
+    matmul_panels(weight, kernel, *panel, format, x, n_rows, y, scratch, pool);
   } else {
     matmul_pairs(isa, {{&weight, y}}, format, x, n_rows, scratch, pool);
   }

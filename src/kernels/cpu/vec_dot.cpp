@@ -476,7 +476,7 @@ void tile_by_one(int64_t n, const void* weights, size_t weight_row_bytes, int64_
 
 template <VecDotFn kOne>
 constexpr VecDotKernel make_kernel() {
-  return {kOne, tile_by_one<kOne>, {}};
+  return {kOne, tile_by_one<kOne>, {}, {}};
 }
 
 void copy_f32_row(const float* x, void* activation_row, int64_t n) {

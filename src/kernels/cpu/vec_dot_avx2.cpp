@@ -902,12 +902,12 @@ struct DotFloat {
 
 template <typename Kernel>
 VecDotKernel make_quant_kernel(DType weight_type) {
-  return {Kernel::one, tiles::tile_by_row_groups<Kernel>, panel_kernel(weight_type)};
+  return {Kernel::one, tiles::tile_by_row_groups<Kernel>, panel_kernel(weight_type), narrow_panel_kernel(weight_type)};
 }
 
 template <typename Kernel>
 VecDotKernel make_float_kernel() {
-  return {Kernel::one, Kernel::tile, {}};
+  return {Kernel::one, Kernel::tile, {}, {}};
 }
 
 // ---- activation quantizers (byte-identical to tensor/quant/reference.cpp) ----

@@ -55,6 +55,11 @@ REWIND_INLINE uint32_t load_u32(const void* p) {
   std::memcpy(&word, p, sizeof(word));
   return word;
 }
+REWIND_INLINE uint64_t load_u64(const void* p) {
+  uint64_t word;
+  std::memcpy(&word, p, sizeof(word));
+  return word;
+}
 
 // All 8 lanes (4 of the 128-bit form) = the 4 bytes at p. A float broadcast from memory is a pure load; the
 // integer forms cost a load and a shuffle.

@@ -26,8 +26,11 @@ using VecDotTileFn = void (*)(int64_t n, const void* weights, size_t weight_row_
 // applies a weight row to all 8 rows at once, so the unpacking of each weight block and the float work per
 // block (conversion, scaling, accumulation) are paid once per 8 rows. Rows past the last one are zero.
 inline constexpr int kPanelRows = 8;
+// A narrow panel holds up to 4 rows with twice the values of each per load, for the batches of a speculative
+// verify: a full panel there would do 8 rows of work for 2 to 4, and the tiles pay per row.
+inline constexpr int kNarrowPanelRows = 4;
 
-// Interleaves n_rows <= kPanelRows quantized activation rows (plain vec_dot_type rows, row_bytes apart) of n
+// Interleaves n_rows <= rows (the kernel's kPanelRows or kNarrowPanelRows) quantized activation rows (plain vec_dot_type rows, row_bytes apart) of n
 // values into a panel of panel_bytes(n) bytes.
 using PanelPackFn = void (*)(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel);
 // out[r * out_stride + w] = dot(weight row w, panel row r) for w in [0, n_weight_rows) and r in [0, n_rows),
@@ -41,14 +44,17 @@ struct PanelKernel {
   PanelDotFn dot = nullptr;
   PanelBytesFn panel_bytes = nullptr;
   // From this many activation rows on, a panel beats the tile form (which costs per row): the matmul uses
-  // panels from min_rows rows, and for the n_rows % 8 rows past the last full panel when they are that many.
+  // panels from min_rows rows, and for the n_rows % rows rows past the last full panel when they are that many.
   int64_t min_rows = 0;
+  int64_t rows = kPanelRows;  // activation rows a panel holds
 };
 
 struct VecDotKernel {
   VecDotFn one = nullptr;
   VecDotTileFn tile = nullptr;
   PanelKernel panel;  // empty where the table has no panel kernel for the type
+  // For min_rows .. kNarrowPanelRows activation rows where `panel` does not take them; empty where none.
+  PanelKernel narrow_panel;
 };
 
 namespace scalar {
@@ -63,8 +69,9 @@ namespace avx2 {
 VecDotKernel vec_dot_kernel(tensor::DType weight_type);
 // Byte-identical to the scalar quantizers, only faster.
 QuantizeRowFn quantize_row_fn(tensor::DType activation_type);
-// The panel kernel of a quantized weight type (vec_dot_panel_avx2.cpp); empty for others.
+// The panel kernels of a quantized weight type (vec_dot_panel_avx2.cpp); empty for others.
 PanelKernel panel_kernel(tensor::DType weight_type);
+PanelKernel narrow_panel_kernel(tensor::DType weight_type);
 }  // namespace avx2
 
 // The VNNI tables (vec_dot_vnni_impl.h, one file per flavour): VNNI kernels for the quantized weight types, the

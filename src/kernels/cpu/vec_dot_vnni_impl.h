@@ -741,33 +741,33 @@ void panel_dot_q6_k(int64_t n, const void* weights, size_t weight_row_bytes, int
 PanelKernel panel_kernel(DType weight_type) {
   switch (weight_type) {
     case DType::q4_0:
-      return {pack_q8_0, panel_dot_blocks32<TypeQ4_0>, panel_bytes<PanelQ8_0, q::kBlock32>, 4};
+      return {pack_q8_0, panel_dot_blocks32<TypeQ4_0>, panel_bytes<PanelQ8_0, q::kBlock32>, 4, kPanelRows};
     case DType::q5_0:
-      return {pack_q8_0, panel_dot_blocks32<TypeQ5_0>, panel_bytes<PanelQ8_0, q::kBlock32>, 4};
+      return {pack_q8_0, panel_dot_blocks32<TypeQ5_0>, panel_bytes<PanelQ8_0, q::kBlock32>, 4, kPanelRows};
     case DType::q8_0:
-      return {pack_q8_0, panel_dot_blocks32<TypeQ8_0>, panel_bytes<PanelQ8_0, q::kBlock32>, 4};
+      return {pack_q8_0, panel_dot_blocks32<TypeQ8_0>, panel_bytes<PanelQ8_0, q::kBlock32>, 4, kPanelRows};
     case DType::q4_1:
-      return {pack_q8_1, panel_dot_blocks32<TypeQ4_1>, panel_bytes<PanelQ8_1, q::kBlock32>, 4};
+      return {pack_q8_1, panel_dot_blocks32<TypeQ4_1>, panel_bytes<PanelQ8_1, q::kBlock32>, 4, kPanelRows};
     case DType::q5_1:
-      return {pack_q8_1, panel_dot_blocks32<TypeQ5_1>, panel_bytes<PanelQ8_1, q::kBlock32>, 4};
+      return {pack_q8_1, panel_dot_blocks32<TypeQ5_1>, panel_bytes<PanelQ8_1, q::kBlock32>, 4, kPanelRows};
     case DType::q4_k:
-      return {pack_q8_k, panel_dot_k_affine<false, q::BlockQ4K>, panel_bytes<PanelQ8K, q::kBlockK>, 4};
+      return {pack_q8_k, panel_dot_k_affine<false, q::BlockQ4K>, panel_bytes<PanelQ8K, q::kBlockK>, 4, kPanelRows};
     case DType::q5_k:
-      return {pack_q8_k, panel_dot_k_affine<true, q::BlockQ5K>, panel_bytes<PanelQ8K, q::kBlockK>, 4};
+      return {pack_q8_k, panel_dot_k_affine<true, q::BlockQ5K>, panel_bytes<PanelQ8K, q::kBlockK>, 4, kPanelRows};
     case DType::q6_k:
-      return {pack_q8_k, panel_dot_q6_k, panel_bytes<PanelQ8K, q::kBlockK>, 4};
+      return {pack_q8_k, panel_dot_q6_k, panel_bytes<PanelQ8K, q::kBlockK>, 4, kPanelRows};
     default: return {};
   }
 }
 
 template <typename Kernel>
 VecDotKernel make_kernel(PanelKernel panel) {
-  return {Kernel::one, tiles::tile_by_row_groups<Kernel>, panel};
+  return {Kernel::one, tiles::tile_by_row_groups<Kernel>, panel, {}};
 }
 
 template <typename Type>
 VecDotKernel make_block32_kernel(PanelKernel panel) {
-  return {DotBlock32<Type>::one, DotBlock32<Type>::tile, panel};
+  return {DotBlock32<Type>::one, DotBlock32<Type>::tile, panel, {}};
 }
 
 // The quantized types' kernels of this flavour; the float types keep the AVX2 kernels.
