@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "rewind/tools.h"
+#include "synthetic/synthetic_model.h"
 
 namespace rwd::apps {
 namespace {

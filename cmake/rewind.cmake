@@ -26,17 +26,33 @@ if(REWIND_HAVE_MOVE_MAX)
   list(APPEND REWIND_AVX512VNNI_FLAGS -mmove-max=256 -mstore-max=256)
 endif()
 
+# A module exports one include root of its own, build/include_roots/<target>/, holding only a link to its folder
+# (model -> src/model; kernels/ref -> src/kernels/ref) and links to the public headers it implements (API, paths
+# under include/). A file then finds the headers of its module and of the modules it links, and nothing else:
+# an include that goes upwards fails to compile ("file not found") even where it would happen to link.
 function(rewind_module name)
-  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;API" ${ARGN})
+  set(root ${CMAKE_BINARY_DIR}/include_roots/${name})
+  file(REMOVE_RECURSE ${root})  # so a folder or header no longer exported does not stay visible
+  file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+  foreach(link ${folder} ${ARG_API})
+    get_filename_component(parent ${root}/${link} DIRECTORY)
+    file(MAKE_DIRECTORY ${parent})
+  endforeach()
+  file(CREATE_LINK ${CMAKE_CURRENT_SOURCE_DIR} ${root}/${folder} SYMBOLIC)
+  foreach(header ${ARG_API})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/${header} ${root}/${header} SYMBOLIC)
+  endforeach()
+
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   if(NOT sources)  # a module with headers only
     add_library(${name} INTERFACE)
-    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+    target_include_directories(${name} INTERFACE ${root})
     target_link_libraries(${name} INTERFACE ${ARG_DEPS})
     return()
   endif()
   add_library(${name} STATIC ${sources})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(${name} PUBLIC ${root})
   target_compile_options(${name} PRIVATE ${REWIND_COMMON_FLAGS})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
   foreach(src ${sources})

@@ -1,5 +1,5 @@
-// Helpers behind the CLI's inspect, mkmodel and bench subcommands, kept behind the public API so the apps
-// never touch GGUF, tensors or kernels directly.
+// Helpers behind the CLI's inspect, mkmodel --twin-of and bench subcommands, kept behind the public API so the
+// apps never touch GGUF, tensors or kernels directly.
 #pragma once
 
 #include <cstdint>
@@ -27,18 +27,6 @@ struct FileSummary {
 
 // Reads a GGUF file's metadata and tensor directory (no model is built).
 Result<FileSummary> inspect_file(const std::string& path);
-
-struct SyntheticModelOptions {
-  std::string arch;           // a registry name: llama, qwen3, gemma3, ...
-  std::string preset = "tiny";  // tiny | small
-  std::string dtype = "f32";    // weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k
-  uint64_t seed = 1;
-  std::string output_path;
-};
-
-// Writes a random-weight GGUF with llama.cpp's names and conventions and a byte-level tokenizer.
-Status make_synthetic_model(const SyntheticModelOptions& options);
-std::vector<std::string> synthetic_arch_names();
 
 struct TwinModelOptions {
   std::string source_path;

@@ -2,7 +2,7 @@
 // straight from the model definitions (no code shared with src/model), on generated random-weight models.
 // Also checks the invariants exactness rests on: prefill and token-by-token decode give bit-identical
 // logits (batch invariance), and two slots in one batch give exactly what each gives alone.
-// links: rewind_runtime
+// links: rewind_runtime rewind_synthetic
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "gguf/gguf_file.h"
 #include "model/forward_context.h"
 #include "model/model.h"
-#include "rewind/tools.h"
+#include "synthetic/synthetic_model.h"
 
 namespace rwd {
 namespace {

@@ -4,7 +4,7 @@
 // slot's tokens; a slot's recurrent state is never touched by another slot's tokens (poisoned with 0x3e
 // bytes); and a reset slot starts a new sequence exactly like a fresh cache. CTest runs it once per kernel set
 // (REWIND_ISA), so every set the machine can run keeps these invariants.
-// links: rewind_runtime
+// links: rewind_runtime rewind_synthetic
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,8 +17,8 @@
 #include "model/arch_info.h"
 #include "model/forward_context.h"
 #include "model/model.h"
-#include "rewind/tools.h"
 #include "state/model_state.h"
+#include "synthetic/synthetic_model.h"
 #include "tensor/dtype.h"
 
 namespace rwd {

@@ -1,7 +1,7 @@
 // Loading a model that is wrong in one specific way fails with a message naming the file, the key or
 // tensor, and the expected and found values — never a crash. Each case edits one thing of a valid
 // generated model (rewritten through GgufWriter).
-// links: rewind_runtime
+// links: rewind_runtime rewind_synthetic
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
 #include "rewind/engine.h"
-#include "rewind/tools.h"
+#include "synthetic/synthetic_model.h"
 
 namespace rwd {
 namespace {

@@ -1,14 +1,14 @@
 // The registry (model/arch/list.h) is the one list of architectures: every row has a generator whose tiny model
 // is written as that architecture, and a llama.cpp golden in tests/data, which test_golden checks for each
 // row. A row missing any of these fails here with the architecture named.
-// links: rewind_runtime
+// links: rewind_runtime rewind_synthetic
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "common/registry.h"
 #include "gguf/gguf_file.h"
-#include "rewind/tools.h"
+#include "synthetic/synthetic_model.h"
 
 namespace rwd {
 namespace {

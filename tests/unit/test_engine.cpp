@@ -2,7 +2,7 @@
 // tokens and log-probabilities each gives alone; requests beyond the slots wait in the queue; cancellation
 // frees the slot; bad requests are refused with a reason; a chat's prompt ids keep control spellings in its
 // messages as text.
-// links: rewind_runtime
+// links: rewind_runtime rewind_synthetic
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 
 #include "common/registry.h"
 #include "rewind/engine.h"
-#include "rewind/tools.h"
+#include "synthetic/synthetic_model.h"
 
 namespace rwd {
 namespace {

@@ -2,7 +2,7 @@
 // softmax and sigmoid scores, a selection bias that only picks the experts, renormalisation with its clamp,
 // the weight scale, ties; then load_moe_hparams on small files (kimi-linear and qwen35moe keys, bad values)
 // and bind_moe_weights through a generated qwen35moe with one shared-expert tensor removed.
-// links: rewind_runtime
+// links: rewind_runtime rewind_synthetic
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/blocks/moe.h"
 #include "model/model.h"
-#include "rewind/tools.h"
+#include "synthetic/synthetic_model.h"
 
 namespace rwd {
 namespace {

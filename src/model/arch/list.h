@@ -1,5 +1,5 @@
 // The list of architectures, one row each: X(id) means arch/<file>.cpp defines `const ArchInfo& arch::id()` and a
-// generator in synthetic/ defines `synthetic::write_id` (`rewind mkmodel --arch`). The registry, the generator
+// generator in src/synthetic/ defines `synthetic::write_id` (`rewind mkmodel --arch`). The registry, the generator
 // table and the tests all expand or iterate this list, so a new architecture is its arch file, its generator,
 // its llama.cpp golden data (tests/data/<name>-tiny-f32.*) and one row here.
 #pragma once

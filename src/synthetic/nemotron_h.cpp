@@ -8,7 +8,7 @@
 // 2.5 (Nemotron-3-Nano-30B-A3B's routed_scaling_factor), plus one shared expert.
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "model/synthetic/mamba2.h"
+#include "synthetic/mamba2.h"
 
 namespace rwd::synthetic {
 namespace {

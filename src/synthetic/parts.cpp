@@ -1,4 +1,4 @@
-#include "model/synthetic/parts.h"
+#include "synthetic/parts.h"
 
 #include <fmt/format.h>
 

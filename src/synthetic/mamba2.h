@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gguf/gguf_writer.h"
-#include "model/synthetic/parts.h"
+#include "synthetic/parts.h"
 
 namespace rwd::synthetic {
 

@@ -3,10 +3,12 @@
 // vocabulary in which any text is its UTF-8 bytes. Output rows of non-printable tokens are zero (untied
 // models), so greedy text is printable ASCII. Speed depends on shapes and types, not values, so a `small`
 // model is comparable with a real one of the same shape. This table is the list of generators.
+#include "synthetic/synthetic_model.h"
+
 #include <fmt/format.h>
 
 #include "model/arch/architectures.h"
-#include "model/synthetic/parts.h"
+#include "synthetic/parts.h"
 
 namespace rwd {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "model/synthetic/mamba2.h"
+#include "synthetic/mamba2.h"
 
 namespace rwd::synthetic {
 namespace {

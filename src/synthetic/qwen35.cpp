@@ -2,7 +2,7 @@
 // layers, with GDN constants in the ranges the converter produces (ssm_a = -exp(A_log), A_log in [0, log 16)).
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "model/synthetic/parts.h"
+#include "synthetic/parts.h"
 
 namespace rwd::synthetic {
 namespace {

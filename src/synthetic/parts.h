@@ -11,7 +11,7 @@
 #include "base/status.h"
 #include "gguf/gguf_writer.h"
 #include "model/arch/list.h"
-#include "rewind/tools.h"
+#include "synthetic/synthetic_model.h"
 #include "tensor/dtype.h"
 
 namespace rwd::synthetic {

@@ -4,7 +4,7 @@
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "model/synthetic/parts.h"
+#include "synthetic/parts.h"
 
 namespace rwd::synthetic {
 namespace {
