@@ -13,17 +13,26 @@ constexpr double kDecay = 0.95;
 constexpr double kMinGain = 1.03;
 // Plain steps before a slot that fell back tries a draft again.
 constexpr int kProbeAfter = 32;
+// Every this many rounds a slot drafts one token longer than its best length, so that a length whose cost
+// was measured once, badly, is measured again instead of being ruled out for good.
+constexpr int64_t kExploreEvery = 16;
 // Draft tokens a slot must have had verified before the policy may switch speculation off: the prior says
 // nothing about this text, and with an expensive proposer (a draft model) it alone would switch speculation off
 // at once, on texts where drafts are nearly always right too.
 constexpr int64_t kMinEvidence = 16;
 
+// An exponential average, because the machine's speed drifts (other load, frequency) and old timings must fade;
+// the second timing of a size replaces the first, which often carries one-time work (scratch buffers growing
+// to the new size, pages touched for the first time).
+double average_in(double average, int64_t count, double seconds) {
+  return count <= 1 ? seconds : 0.9 * average + 0.1 * seconds;
+}
+
 }  // namespace
 
 void CostModel::observe(int64_t n_tokens, double seconds) {
   if (n_tokens < 1 || n_tokens > kMaxTokens || !(seconds > 0.0)) return;
-  // An exponential average: the machine's speed drifts (other load, frequency), old timings must fade.
-  seconds_[n_tokens] = count_[n_tokens] == 0 ? seconds : 0.9 * seconds_[n_tokens] + 0.1 * seconds;
+  seconds_[n_tokens] = average_in(seconds_[n_tokens], count_[n_tokens], seconds);
   ++count_[n_tokens];
 }
 
@@ -56,7 +65,7 @@ double CostModel::seconds(int64_t n_tokens) const {
 
 void ProposerCost::observe(int length, double seconds) {
   if (length < 1 || length > kMaxLength || !(seconds > 0.0)) return;
-  seconds_[length] = count_[length] == 0 ? seconds : 0.9 * seconds_[length] + 0.1 * seconds;
+  seconds_[length] = average_in(seconds_[length], count_[length], seconds);
   ++count_[length];
 }
 
@@ -123,6 +132,7 @@ int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer
     ++decisions_.plain_steps;
     return 0;
   }
+  if (decisions_.rounds % kExploreEvery == kExploreEvery - 1 && best_k < draft_max_) return best_k + 1;
   return best_k;
 }
 

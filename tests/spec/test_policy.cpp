@@ -36,6 +36,21 @@ TEST(CostModel, MeasuredRatiosInterpolationAndOptimisticExtension) {
   EXPECT_DOUBLE_EQ(cost.seconds(2), 0.0);
 }
 
+TEST(CostModel, TheSecondTimingOfASizeReplacesTheFirst) {
+  CostModel cost;
+  cost.observe(1, 0.010);
+  cost.observe(4, 0.100);  // the first 4-token forward grew its scratch buffers
+  EXPECT_DOUBLE_EQ(cost.relative_cost(4), 10.0);
+  cost.observe(4, 0.015);
+  EXPECT_DOUBLE_EQ(cost.seconds(4), 0.015);
+  cost.observe(4, 0.025);  // from the third on, an exponential average
+  EXPECT_NEAR(cost.seconds(4), 0.9 * 0.015 + 0.1 * 0.025, 1e-15);
+  ProposerCost proposer;
+  proposer.observe(3, 0.090);
+  proposer.observe(3, 0.030);
+  EXPECT_DOUBLE_EQ(proposer.seconds(3), 0.030);
+}
+
 TEST(DraftPolicy, HighAcceptanceAndCheapVerifyDraftLong) {
   const CostModel cost = linear_cost(0.010, 0.0005);  // an extra token costs 5 % of a step
   DraftPolicy policy(1, 8, true);
@@ -62,6 +77,26 @@ TEST(DraftPolicy, ExpensiveVerifyKeepsDraftsShort) {
     }
   }
   EXPECT_EQ(policy.next_length(cost, ProposerCost{}, 1), best);
+}
+
+TEST(DraftPolicy, EverySixteenthRoundDraftsOneLonger) {
+  // A length that looks worse than the best is tried again now and then, so its cost is measured afresh.
+  const CostModel cost = linear_cost(0.010, 0.004);
+  DraftPolicy policy(1, 8, true);
+  feed(policy, 192, 10, 7);  // 192 rounds: the next is the 193rd
+  const int best = policy.next_length(cost, ProposerCost{}, 1);
+  ASSERT_LT(best, 8);
+  int longer = 0;
+  for (int round = 193; round <= 224; ++round) {
+    const int k = policy.next_length(cost, ProposerCost{}, 1);
+    if (k != best) {
+      EXPECT_EQ(k, best + 1);
+      EXPECT_EQ(round % 16, 0) << "round " << round;
+      ++longer;
+    }
+    policy.record(10, 7);
+  }
+  EXPECT_EQ(longer, 2);
 }
 
 TEST(DraftPolicy, LosingSpeculationFallsBackAndProbesAgain) {
