@@ -14,7 +14,8 @@ namespace rwd {
 struct SyntheticModelOptions {
   std::string arch;           // a registry name: llama, qwen3, gemma3, ...
   std::string preset = "tiny";  // tiny | small
-  std::string dtype = "f32";    // weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k
+  // Weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k.
+  std::string dtype = "f32";
   uint64_t seed = 1;
   std::string output_path;
 };

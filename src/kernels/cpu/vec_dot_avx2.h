@@ -61,10 +61,13 @@ REWIND_INLINE uint64_t load_u64(const void* p) {
   return word;
 }
 
-// All 8 lanes (4 of the 128-bit form) = the 4 bytes at p. A float broadcast from memory is a pure load; the
+// All 8 lanes (4 of the 128-bit form) = the 4 bytes at p; broadcast_u64, all 4 64-bit lanes = the 8 bytes at p. A float broadcast from memory is a pure load; the
 // integer forms cost a load and a shuffle.
 REWIND_INLINE __m256i broadcast_u32(const void* p) {
   return _mm256_castps_si256(_mm256_broadcast_ss(static_cast<const float*>(p)));
+}
+REWIND_INLINE __m256i broadcast_u64(const void* p) {
+  return _mm256_castpd_si256(_mm256_broadcast_sd(static_cast<const double*>(p)));
 }
 REWIND_INLINE __m128i broadcast_u32_128(const void* p) {
   return _mm_castps_si128(_mm_broadcast_ss(static_cast<const float*>(p)));

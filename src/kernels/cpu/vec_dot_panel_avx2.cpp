@@ -129,13 +129,17 @@ void pack_q8_0_wide(int64_t n, const void* rows, size_t row_bytes, int64_t n_row
   }
 }
 
-void pack_q8_k(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
-  auto* out = static_cast<PanelQ8K*>(panel);
-  std::memset(panel, 0, panel_bytes<PanelQ8K, q::kBlockK>(n));
+// q8_K rows into a panel whose qs[k][r] holds chunk k (kChunk values) of row r: PanelQ8K or NarrowPanelQ8K.
+template <typename Panel>
+void pack_q8_k_into(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
+  constexpr int kChunks = std::extent_v<decltype(Panel::qs)>;
+  constexpr int kChunk = q::kBlockK / kChunks;
+  auto* out = static_cast<Panel*>(panel);
+  std::memset(panel, 0, panel_bytes<Panel, q::kBlockK>(n));
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* a = row_at<q::BlockQ8K>(rows, row_bytes, r);
     for (int64_t b = 0; b < n / q::kBlockK; ++b) {
-      for (int k = 0; k < 64; ++k) std::memcpy(out[b].qs[k][r], a[b].qs + 4 * k, 4);
+      for (int k = 0; k < kChunks; ++k) std::memcpy(out[b].qs[k][r], a[b].qs + kChunk * k, kChunk);
       out[b].d[r] = a[b].d;
       for (int p = 0; p < 8; ++p) {
         out[b].bsums[p][r][0] = a[b].bsums[2 * p];
@@ -145,20 +149,12 @@ void pack_q8_k(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, vo
   }
 }
 
+void pack_q8_k(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
+  pack_q8_k_into<PanelQ8K>(n, rows, row_bytes, n_rows, panel);
+}
+
 void pack_q8_k_narrow(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
-  auto* out = static_cast<NarrowPanelQ8K*>(panel);
-  std::memset(panel, 0, panel_bytes<NarrowPanelQ8K, q::kBlockK>(n));
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const auto* a = row_at<q::BlockQ8K>(rows, row_bytes, r);
-    for (int64_t b = 0; b < n / q::kBlockK; ++b) {
-      for (int k = 0; k < 32; ++k) std::memcpy(out[b].qs[k][r], a[b].qs + 8 * k, 8);
-      out[b].d[r] = a[b].d;
-      for (int p = 0; p < 8; ++p) {
-        out[b].bsums[p][r][0] = a[b].bsums[2 * p];
-        out[b].bsums[p][r][1] = a[b].bsums[2 * p + 1];
-      }
-    }
-  }
+  pack_q8_k_into<NarrowPanelQ8K>(n, rows, row_bytes, n_rows, panel);
 }
 
 // ---- shared pieces ----
@@ -456,7 +452,7 @@ REWIND_INLINE __m256i k_sub_block_pair_narrow(const Block& w, const NarrowPanelQ
       high = _mm256_set1_epi64x(
           static_cast<long long>(((packed >> 4) & kLowNibbles) | (((bits >> (2 * c + 1)) & kLowBits) << 4)));
     } else {
-      const __m256i packed = _mm256_castpd_si256(_mm256_broadcast_sd(reinterpret_cast<const double*>(w.qs + 32 * c + 8 * m)));
+      const __m256i packed = broadcast_u64(w.qs + 32 * c + 8 * m);
       low = _mm256_and_si256(packed, low_nibble);
       high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
     }
@@ -480,7 +476,9 @@ void narrow_panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row
       unpack_k_scales(w[b].scales, scales, mins);
       __m256i sum = _mm256_setzero_si256();
       #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) sum = _mm256_add_epi32(sum, k_sub_block_pair_narrow<kFifthBit>(w[b], a[b], c, scales));
+      for (int c = 0; c < 4; ++c) {
+        sum = _mm256_add_epi32(sum, k_sub_block_pair_narrow<kFifthBit>(w[b], a[b], c, scales));
+      }
       // bsums[p] and bsums[p + 1] fill one load: the 4 rows' pairs of sub-block p, then of p + 1.
       __m256i min_sum = _mm256_setzero_si256();
       #pragma GCC unroll 4
@@ -491,7 +489,7 @@ void narrow_panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row
                                                    _mm_set1_epi32(static_cast<int>(min_p | min_p << 16)));
         min_sum = _mm256_add_epi32(min_sum, _mm256_madd_epi16(load256(a[b].bsums[p]), pair_mins));
       }
-      // Row r's S is lanes 2r + 2r + 1 of sum; hadd gives rows 0, 1 in the low and 2, 3 in the high half.
+      // Row r's S is lanes 2r and 2r + 1 of sum; hadd gives rows 0, 1 in the low and 2, 3 in the high half.
       const __m256i row_pairs = _mm256_hadd_epi32(sum, sum);
       const __m128i s4 = _mm_unpacklo_epi64(_mm256_castsi256_si128(row_pairs), _mm256_extracti128_si256(row_pairs, 1));
       const __m128i n4 = _mm_add_epi32(_mm256_castsi256_si128(min_sum), _mm256_extracti128_si256(min_sum, 1));
