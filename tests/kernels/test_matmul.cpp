@@ -138,14 +138,15 @@ TEST(Matmul, BatchInvariantAndThreadCountInvariant) {
 }
 
 // Several weights over one x in one pool round: bit for bit what separate matmul() calls give, for every
-// type alone, for types that share an activation format (q4_0 + q8_0 + q5_1) and for mixed formats (which fall
-// back to one call per weight), at 1..9 and 33 rows (the pair path and the panel fallback), on 1..3 threads.
+// type alone, for types that share an activation format (q4_0 + q8_0 + q5_1; q5_0 + q4_0, whose one-row
+// panels share a layout) and for mixed formats (which fall back to one call per weight), at 1..9 and 33 rows (the pair path and the panel fallback), on 1..3 threads.
 TEST(Matmul, SharedInputEqualsSeparateCalls) {
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
   std::vector<std::vector<DType>> groups;
   for (DType type : test::weight_types()) groups.push_back({type, type, type});
   groups.push_back({DType::q4_0, DType::q8_0, DType::q5_1});
+  groups.push_back({DType::q5_0, DType::q4_0, DType::q5_0});  // one row: one panel layout, two kernels
   groups.push_back({DType::q8_0, DType::f16, DType::q4_k, DType::f32});
   const int64_t n_outs[] = {71, 8, 300, 33};
   for (const std::vector<DType>& types : groups) {

@@ -199,8 +199,9 @@ TEST(VecDot, TilesAreBitIdenticalToOnePair) {
   }
 }
 
-// Panels of 1..8 rows and narrow panels of 1..4 (rows past the last are zero) against the one-pair kernel, for
-// lengths of 1, 15 and 89 (32-blocks) or 11 (super-blocks) blocks; outputs outside the written rows must stay NaN.
+// Panels of 1..8 rows and narrow panels of 1..4 or 1 (rows past the last are zero) against the one-pair kernel,
+// for lengths of 1, 15, 89 (32-blocks) or 11 (super-blocks), 28, 10, 11, 13 and 14 blocks; outputs outside the
+// written rows must stay NaN.
 TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
   constexpr int64_t kWeightRows = 5, kOutStride = 7;
   int n_types_with_panels = 0, n_types_with_narrow_panels = 0;
@@ -214,9 +215,11 @@ TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
         if (panel_of.dot == nullptr) continue;
         ASSERT_NE(panel_of.pack, nullptr);
         ASSERT_NE(panel_of.panel_bytes, nullptr);
-        ASSERT_TRUE(panel_of.rows == kPanelRows || panel_of.rows == kNarrowPanelRows);
+        ASSERT_TRUE(panel_of.rows == kPanelRows || panel_of.rows == kNarrowPanelRows || panel_of.rows == 1);
         const int64_t block_size = tensor::dtype_traits(type).block_size;
-        for (int64_t n : {block_size, 15 * block_size, odd_length(type)}) {  // tails of 1, 7 and 1 blocks of 8
+        // Tails of 1, 7, 1, 4 (896 values of q5_0: Qwen2.5-0.5B's rows), 2, 3, 5 and 6 blocks of 8.
+        for (int64_t n : {block_size, 15 * block_size, odd_length(type), 28 * block_size, 10 * block_size,
+                          11 * block_size, 13 * block_size, 14 * block_size}) {
           SCOPED_TRACE(isa.name + " " + std::string(tensor::dtype_name(type)) + " n=" + std::to_string(n) +
                        " panel rows " + std::to_string(panel_of.rows));
           test::QuantRandom random(7 + static_cast<uint64_t>(type) + static_cast<uint64_t>(n));
@@ -251,7 +254,7 @@ TEST(VecDot, PanelsAreBitIdenticalToOnePair) {
   }
   if (avx2_supported()) {
     EXPECT_GE(n_types_with_panels, 10);  // every quantized type but q6_K, q2_K, q3_K, iq4_xs and tq2_0
-    EXPECT_GE(n_types_with_narrow_panels, 2);  // q4_K, q5_K
+    EXPECT_GE(n_types_with_narrow_panels, 4);  // q4_K, q5_K; one-row: q4_0, q5_0
   }
 }
 

@@ -1,7 +1,7 @@
 // matmul: quantizes the activation rows once into the weight type's partner format, then threads take chunks
 // of weight (output) rows and apply each to every activation row: through panels of 8 interleaved rows where
 // the table has panel kernels and there are enough rows, through a narrow panel of up to 4 rows for a verify
-// batch where the table has one, else (and for rows too few to fill a panel) through the table's tile, a few
+// batch, or of the one row of a decode step (q4_0, q5_0), where the table has one, else (and for rows too few to fill a panel) through the table's tile, a few
 // activation rows at a time. Every output is computed by one kernel whose arithmetic depends on n_in alone
 // (the panel, tile and one-row kernels agree bit for bit), which is what makes y[r] independent of n_rows and of
 // the threads.
@@ -170,16 +170,26 @@ void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, con
 // The pair path for rows too few for panels, of one weight or of several that share x and its activation
 // format: one quantization, then every weight's chunks of rows from one counter in one pool round. Activation
 // rows go in groups of equal size (9 rows as 5 + 4, not 8 + 1): the tiles share each weight load among a
-// group's rows, and a group of one row shares nothing. An output's bits depend only on its group.
+// group's rows, and a group of one row shares nothing. An output's bits depend only on its group. With
+// `panel` (the one panel all the weights' kernels take these rows with), the rows are packed once into it and
+// each weight's chunks go through its own kernel's dot on that panel instead.
 void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, const ActivationFormat& format,
-                  const float* x, int64_t n_rows, MatmulScratch& scratch, ThreadPool& pool) {
+                  const float* x, int64_t n_rows, const PanelKernel* panel, MatmulScratch& scratch,
+                  ThreadPool& pool) {
   const int64_t n_in = outputs.begin()->weight->n_cols();
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  uint8_t* packed = nullptr;
   if (format.quantize != nullptr) {
-    const size_t needed = format.row_bytes * static_cast<size_t>(n_rows);
+    const size_t rows_bytes = format.row_bytes * static_cast<size_t>(n_rows);
+    const size_t needed = rows_bytes + (panel != nullptr ? kCacheLine + panel->panel_bytes(n_in) : 0);
     if (scratch.activations.size() < needed) scratch.activations.resize(needed);
     quantize_all_rows(format, x, n_in, n_rows, scratch.activations.data(), pool);
     act = scratch.activations.data();
+    if (panel != nullptr) {
+      packed = scratch.activations.data() + rows_bytes;
+      packed += (kCacheLine - reinterpret_cast<uintptr_t>(packed) % kCacheLine) % kCacheLine;
+      panel->pack(n_in, act, format.row_bytes, n_rows, packed);
+    }
   }
   const size_t act_row_bytes = format.row_bytes;
   const int64_t max_group_rows =
@@ -191,6 +201,7 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
     const tensor::Tensor* weight;
     float* y;
     VecDotTileFn tile;
+    PanelDotFn panel_dot;  // set where the rows were packed into a panel
     int64_t chunk_rows;
     int64_t first_chunk;  // index of its first chunk in the shared count
   };
@@ -200,8 +211,9 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
   int64_t n_chunks = 0;
   for (const MatmulOutput& output : outputs) {
     const int64_t chunk_rows = chunk_rows_for(*output.weight, pool.n_threads());
-    const VecDotTileFn tile = vec_dot_kernel(isa, output.weight->dtype).tile;
-    parts[n_parts++] = {output.weight, output.y, tile, chunk_rows, n_chunks};
+    const VecDotKernel kernel = vec_dot_kernel(isa, output.weight->dtype);
+    const PanelDotFn panel_dot = packed != nullptr ? panel_for(kernel, n_rows)->dot : nullptr;
+    parts[n_parts++] = {output.weight, output.y, kernel.tile, panel_dot, chunk_rows, n_chunks};
     n_chunks += (output.weight->n_rows() + chunk_rows - 1) / chunk_rows;
   }
   std::atomic<int64_t> next_chunk{0};
@@ -216,6 +228,11 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
       const int64_t n_out = weight.n_rows();
       const int64_t begin = (chunk - part.first_chunk) * part.chunk_rows;
       const int64_t end = std::min(n_out, begin + part.chunk_rows);
+      if (part.panel_dot != nullptr) {
+        part.panel_dot(n_in, weight.row(begin), weight.bytes_per_row(), end - begin, packed, n_rows,
+                       part.y + begin, n_out);
+        continue;
+      }
       for (int64_t r = 0; r < n_rows; r += group_rows) {
         const int64_t n_group = std::min(group_rows, n_rows - r);
         part.tile(n_in, weight.row(begin), weight.bytes_per_row(), end - begin,
@@ -235,6 +252,11 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
   const KernelIsa isa = kernel_isa();
   const tensor::Tensor& first = *outputs.begin()->weight;
   bool shared = n_rows > 0;
+  // The panel the first weight takes these rows with; the others must take them with one of the same layout,
+  // in a single panel, for the rows to be packed once.
+  const VecDotKernel first_kernel = vec_dot_kernel(isa, first.dtype);
+  const PanelKernel* panel = n_rows > 0 ? panel_for(first_kernel, n_rows) : nullptr;
+  if (panel != nullptr && n_rows > panel->rows) shared = false;
   for (const MatmulOutput& output : outputs) {
     const tensor::Tensor& weight = *output.weight;
     REWIND_CHECK(weight.n_cols() == first.n_cols(), "matmul_shared_input: {} has {} inputs, {} has {}", weight.name,
@@ -242,9 +264,12 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
     const VecDotKernel kernel = vec_dot_kernel(isa, weight.dtype);
     REWIND_CHECK(kernel.tile != nullptr && weight.data != nullptr, "matmul_shared_input: no CPU kernel or data for {}",
                  weight.name);
-    // Rows that take the panel path, or another activation format, go through matmul() one weight at a time.
+    // Rows that take several panels, panels of different layouts, or another activation format, go through
+    // matmul() one weight at a time.
+    const PanelKernel* own_panel = panel_for(kernel, n_rows);
+    const bool same_panel = own_panel == nullptr ? panel == nullptr : panel != nullptr && own_panel->pack == panel->pack;
     shared = shared && tensor::dtype_traits(weight.dtype).vec_dot_type == tensor::dtype_traits(first.dtype).vec_dot_type &&
-             panel_for(kernel, n_rows) == nullptr && weight.n_rows() > 0;
+             same_panel && weight.n_rows() > 0;
   }
   if (!shared) {
     for (const MatmulOutput& output : outputs) matmul(isa, *output.weight, x, n_rows, output.y, scratch, pool);
@@ -252,7 +277,7 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
   }
   const ActivationFormat format =
       activation_format(isa, tensor::dtype_traits(first.dtype).vec_dot_type, first.n_cols());
-  matmul_pairs(isa, outputs, format, x, n_rows, scratch, pool);
+  matmul_pairs(isa, outputs, format, x, n_rows, panel, scratch, pool);
 }
 
 void matmul(const tensor::Tensor& weight, const float* x, int64_t n_rows, float* y, MatmulScratch& scratch,
@@ -271,7 +296,7 @@ void matmul(KernelIsa isa, const tensor::Tensor& weight, const float* x, int64_t
   if (const PanelKernel* panel = panel_for(kernel, n_rows)) {
     matmul_panels(weight, kernel, *panel, format, x, n_rows, y, scratch, pool);
   } else {
-    matmul_pairs(isa, {{&weight, y}}, format, x, n_rows, scratch, pool);
+    matmul_pairs(isa, {{&weight, y}}, format, x, n_rows, nullptr, scratch, pool);
   }
 }
 

@@ -54,7 +54,8 @@ struct VecDotKernel {
   VecDotFn one = nullptr;
   VecDotTileFn tile = nullptr;
   PanelKernel panel;  // empty where the table has no panel kernel for the type
-  // For min_rows .. kNarrowPanelRows activation rows where `panel` does not take them; empty where none.
+  // For min_rows .. narrow_panel.rows activation rows where `panel` does not take them: a verify batch of 4
+  // (kNarrowPanelRows) or a decode step's single row; empty where none.
   PanelKernel narrow_panel;
 };
 

@@ -68,6 +68,22 @@ struct NarrowPanelQ8K {
 };
 static_assert(sizeof(NarrowPanelQ8K) == 1168);
 
+// The one-row partner of q4_0 / q5_0 (a decode step's single activation row), per group of 8 blocks: in pair
+// p, qs[p][0] holds values 0..15 of blocks p and p + 4, qs[p][1] their values 16..31 (the two halves an
+// unpacked pair of weight blocks gives), so two blocks share each vector and three hadds leave the 8 block
+// dots in block order; then the blocks' d as floats and their sums (as PanelQ8_0). A short last group is
+// padded with zeros.
+struct SinglePanelQ8_0 {
+  int8_t qs[4][2][2][16];
+  float d[8];
+  int32_t sum[8];
+};
+static_assert(sizeof(SinglePanelQ8_0) == 320);
+
+size_t single_panel_bytes(int64_t n) {
+  return static_cast<size_t>((n / q::kBlock32 + 7) / 8) * sizeof(SinglePanelQ8_0);
+}
+
 template <typename Panel, int kBlockValues>
 size_t panel_bytes(int64_t n) {
   return static_cast<size_t>(n / kBlockValues) * sizeof(Panel);
@@ -99,6 +115,23 @@ void pack_q8_0(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, vo
       out[b].d[r] = half_to_float(a[b].d);
       out[b].sum[r] = sum;
     }
+  }
+}
+
+void pack_q8_0_single(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel) {
+  auto* out = static_cast<SinglePanelQ8_0*>(panel);
+  std::memset(panel, 0, single_panel_bytes(n));
+  if (n_rows == 0) return;
+  const auto* a = row_at<q::BlockQ8_0>(rows, row_bytes, 0);
+  for (int64_t b = 0; b < n / q::kBlock32; ++b) {
+    SinglePanelQ8_0& group = out[b / 8];
+    const int j = static_cast<int>(b % 8);
+    int32_t sum = 0;
+    for (int v = 0; v < q::kBlock32; ++v) sum += a[b].qs[v];
+    std::memcpy(group.qs[j % 4][0][j / 4], a[b].qs, 16);
+    std::memcpy(group.qs[j % 4][1][j / 4], a[b].qs + 16, 16);
+    group.d[j] = half_to_float(a[b].d);
+    group.sum[j] = sum;
   }
 }
 
@@ -253,6 +286,83 @@ void panel_dot_nibbles(int64_t n, const void* weights, size_t weight_row_bytes, 
           chain = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(w.m)), _mm256_loadu_ps(a.s), chain);
         }
       });
+}
+
+// ---- q4_0, q5_0 against SinglePanelQ8_0: one activation row ----
+//
+// The one-row kernel (vec_dot_avx2.cpp) unpacks each block to one vector and needs a sign trick, a madd and
+// an eighth of a transposition per block: on Zen 3 that made q5_0 compute-bound at ~10 G values/s per core,
+// below what two cores can stream. Here the weights go in unsigned (the offset comes back out through the
+// packed sums), two blocks share each unpacking step and each madd, and the activation row is laid out once
+// per matmul to match.
+
+// The int32 partial dots of blocks `first` (lanes 0..3) and `second` (lanes 4..7; null past the row's end)
+// with pair p of group a, unsigned weights.
+template <typename Type>
+REWIND_INLINE __m256i single_pair_dot(const typename Type::Block* first, const typename Type::Block* second,
+                                      const SinglePanelQ8_0& a, int p) {
+  const __m128i first_qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(first->qs));
+  const __m256i packed =
+      second == nullptr ? _mm256_zextsi128_si256(first_qs)
+                        : _mm256_inserti128_si256(_mm256_castsi128_si256(first_qs),
+                                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(second->qs)), 1);
+  const __m256i low_nibble = _mm256_set1_epi8(0x0F);
+  __m256i low = _mm256_and_si256(packed, low_nibble);                         // values 0..15 of both blocks
+  __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);  // values 16..31
+  if constexpr (Type::kFifthBit) {
+    const __m128i first_bits = broadcast_u32_128(first->qh);
+    const __m256i bits = second == nullptr ? _mm256_zextsi128_si256(first_bits)
+                                           : _mm256_set_m128i(broadcast_u32_128(second->qh), first_bits);
+    const __m256i bit_of_lane = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    auto fifth_bits = [&](__m256i byte_of_lane) REWIND_INLINE_LAMBDA {
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(bits, byte_of_lane), bit_of_lane),
+                                            bit_of_lane);
+      return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+    };
+    low = _mm256_or_si256(low, fifth_bits(_mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
+                                                           0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)));
+    high = _mm256_or_si256(high, fifth_bits(_mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2,
+                                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)));
+  }
+  // q5: 2 * 2 * 31 * 127 fits an int16 lane.
+  const __m256i sum16 = _mm256_add_epi16(_mm256_maddubs_epi16(low, load256(a.qs[p][0])),
+                                         _mm256_maddubs_epi16(high, load256(a.qs[p][1])));
+  return _mm256_madd_epi16(sum16, ones16());
+}
+
+// Blocks b0 .. b0 + count - 1 (count <= 8) of one weight row into the chains: lane j of the three hadds'
+// result is block b0 + j's dot, as in the one-row kernel.
+template <typename Type>
+REWIND_INLINE __m256 single_group(const typename Type::Block* w, const SinglePanelQ8_0& a, int count,
+                                  __m256 chains) {
+  __m256i pairs[4];
+  for (int p = 0; p < 4; ++p) {
+    pairs[p] = p < count ? single_pair_dot<Type>(w + p, p + 4 < count ? w + p + 4 : nullptr, a, p)
+                         : _mm256_setzero_si256();
+  }
+  __m256i dots = _mm256_hadd_epi32(_mm256_hadd_epi32(pairs[0], pairs[1]), _mm256_hadd_epi32(pairs[2], pairs[3]));
+  dots = _mm256_sub_epi32(dots, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum)),
+                                                  Type::kOffsetShift));
+  const __m256 scales =
+      _mm256_mul_ps(gather_halves(&w->d, sizeof(typename Type::Block), count), _mm256_loadu_ps(a.d));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), scales, chains);
+}
+
+template <typename Type>
+void single_panel_dot(int64_t n, const void* weights, size_t weight_row_bytes, int64_t n_weight_rows,
+                      const void* panel, int64_t, float* out, int64_t) {
+  using Block = typename Type::Block;
+  const auto* a = static_cast<const SinglePanelQ8_0*>(panel);
+  const int64_t n_blocks = n / q::kBlock32;
+  for (int64_t i = 0; i < n_weight_rows; ++i) {
+    const auto* w = row_at<Block>(weights, weight_row_bytes, i);
+    __m256 chains = _mm256_setzero_ps();
+    int64_t b0 = 0;
+    for (; b0 + 8 <= n_blocks; b0 += 8) chains = single_group<Type>(w + b0, a[b0 / 8], 8, chains);
+    // The padded lanes add 0 * 0: a chain, never -0, keeps its bits, as under the one-row kernel's blend.
+    if (b0 < n_blocks) chains = single_group<Type>(w + b0, a[b0 / 8], static_cast<int>(n_blocks - b0), chains);
+    out[i] = sum_chains(chains);
+  }
 }
 
 // ---- q8_0, iq4_nl, mxfp4 against PanelQ8_0Wide ----
@@ -596,6 +706,9 @@ template <int kMinRows>
 constexpr PanelKernel make(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes) {
   return {pack, dot, bytes, kMinRows, kPanelRows};
 }
+constexpr PanelKernel make_single(PanelPackFn pack, PanelDotFn dot) {
+  return {pack, dot, single_panel_bytes, 1, 1};
+}
 template <int kMinRows>
 constexpr PanelKernel make_narrow(PanelPackFn pack, PanelDotFn dot, PanelBytesFn bytes) {
   return {pack, dot, bytes, kMinRows, kNarrowPanelRows};
@@ -629,6 +742,8 @@ PanelKernel grid_panel() {
 
 PanelKernel narrow_panel_kernel(DType weight_type) {
   switch (weight_type) {
+    case DType::q4_0: return make_single(pack_q8_0_single, single_panel_dot<TypeQ4_0>);
+    case DType::q5_0: return make_single(pack_q8_0_single, single_panel_dot<TypeQ5_0>);
     case DType::q4_k:
       return make_narrow<kNarrowMinRows>(pack_q8_k_narrow, narrow_panel_dot_k_affine<false, q::BlockQ4K>,
                                          panel_bytes<NarrowPanelQ8K, q::kBlockK>);
