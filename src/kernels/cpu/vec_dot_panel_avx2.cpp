@@ -545,8 +545,25 @@ void panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row_bytes,
 // (high nibbles, sub-block 2c + 1): one 64-bit word, broadcast, serves the 4 rows of both chunks. A sub-block's
 // 4 chunks sum in int16 (q5: 4 * 2 * 31 * 128 fits), madd with its scale widens them, and row r's two int32
 // lanes join at the end of the super-block. S and N then take the one-row kernel's float steps per lane.
+// Lanes = int16 word `word` of both 128-bit lanes of v (v holds the same 8 words in each).
+REWIND_INLINE __m256i broadcast_word(__m256i v, int word) {
+  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<short>(((2 * word + 1) << 8) | (2 * word))));
+}
+
+// Low 128-bit lane = word `low_word` of v, high lane = word `high_word`.
+REWIND_INLINE __m256i broadcast_words(__m256i v, int low_word, int high_word) {
+  const __m128i low = _mm_set1_epi16(static_cast<short>(((2 * low_word + 1) << 8) | (2 * low_word)));
+  const __m128i high = _mm_set1_epi16(static_cast<short>(((2 * high_word + 1) << 8) | (2 * high_word)));
+  return _mm256_shuffle_epi8(v, _mm256_set_m128i(high, low));
+}
+
+// The 8 bytes of packed as int16 words, in both 128-bit lanes.
+REWIND_INLINE __m256i widen_bytes(uint64_t packed) {
+  return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(packed))));
+}
+
 template <bool kFifthBit, typename Block>
-REWIND_INLINE __m256i k_sub_block_pair_narrow(const Block& w, const NarrowPanelQ8K& a, int c, uint64_t scales) {
+REWIND_INLINE __m256i k_sub_block_pair_narrow(const Block& w, const NarrowPanelQ8K& a, int c, __m256i scales16) {
   constexpr uint64_t kLowNibbles = 0x0F0F0F0F0F0F0F0Full;
   constexpr uint64_t kLowBits = 0x0101010101010101ull;
   const __m256i low_nibble = _mm256_set1_epi8(0x0F);
@@ -569,9 +586,8 @@ REWIND_INLINE __m256i k_sub_block_pair_narrow(const Block& w, const NarrowPanelQ
     sum_low = _mm256_add_epi16(sum_low, _mm256_maddubs_epi16(low, load256(a.qs[8 * c + m])));
     sum_high = _mm256_add_epi16(sum_high, _mm256_maddubs_epi16(high, load256(a.qs[8 * c + 4 + m])));
   }
-  const __m256i scale_low = _mm256_set1_epi16(static_cast<short>((scales >> (16 * c)) & 0xFF));
-  const __m256i scale_high = _mm256_set1_epi16(static_cast<short>((scales >> (16 * c + 8)) & 0xFF));
-  return _mm256_add_epi32(_mm256_madd_epi16(sum_low, scale_low), _mm256_madd_epi16(sum_high, scale_high));
+  return _mm256_add_epi32(_mm256_madd_epi16(sum_low, broadcast_word(scales16, 2 * c)),
+                          _mm256_madd_epi16(sum_high, broadcast_word(scales16, 2 * c + 1)));
 }
 
 template <bool kFifthBit, typename Block>
@@ -584,20 +600,20 @@ void narrow_panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row
     for (int64_t b = 0; b < n / q::kBlockK; ++b) {
       uint64_t scales, mins;
       unpack_k_scales(w[b].scales, scales, mins);
+      // Scales and mins as int16 words, each broadcast where needed by one shuffle: extracting them one by
+      // one in general registers and moving each across cost more than the multiplies on Zen 3.
+      const __m256i scales16 = widen_bytes(scales);
+      const __m256i mins16 = widen_bytes(mins);
       __m256i sum = _mm256_setzero_si256();
       #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        sum = _mm256_add_epi32(sum, k_sub_block_pair_narrow<kFifthBit>(w[b], a[b], c, scales));
+        sum = _mm256_add_epi32(sum, k_sub_block_pair_narrow<kFifthBit>(w[b], a[b], c, scales16));
       }
       // bsums[p] and bsums[p + 1] fill one load: the 4 rows' pairs of sub-block p, then of p + 1.
       __m256i min_sum = _mm256_setzero_si256();
       #pragma GCC unroll 4
       for (int p = 0; p < 8; p += 2) {
-        const auto min_p = static_cast<uint32_t>((mins >> (8 * p)) & 0xFF);
-        const auto min_next = static_cast<uint32_t>((mins >> (8 * p + 8)) & 0xFF);
-        const __m256i pair_mins = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(min_next | min_next << 16)),
-                                                   _mm_set1_epi32(static_cast<int>(min_p | min_p << 16)));
-        min_sum = _mm256_add_epi32(min_sum, _mm256_madd_epi16(load256(a[b].bsums[p]), pair_mins));
+        min_sum = _mm256_add_epi32(min_sum, _mm256_madd_epi16(load256(a[b].bsums[p]), broadcast_words(mins16, p, p + 1)));
       }
       // Row r's S is lanes 2r and 2r + 1 of sum; hadd gives rows 0, 1 in the low and 2, 3 in the high half.
       const __m256i row_pairs = _mm256_hadd_epi32(sum, sum);
