@@ -100,7 +100,11 @@ def main():
         print(f"resumed from {ckpt} at step {step}", flush=True)
     print(f"{a.size}: {M.n_params(net) / 1e6:.2f} M parameters ({M.n_params(net.lm) / 1e6:.2f} M without MTP), "
           f"{train.size} train / {held.size} held-out tokens, {a.batch}x{a.ctx} tokens a step", flush=True)
-    log = open(a.out / "log.jsonl", "a")
+    log_path = a.out / "log.jsonl"
+    if log_path.exists():  # steps after the checkpoint (an interrupted run) will be trained again
+        kept = [r for r in log_path.read_text().splitlines() if json.loads(r)["step"] <= step]
+        log_path.write_text("".join(r + "\n" for r in kept))
+    log = open(log_path, "a")
     t0 = time.time()
     start_step = step
     train_seconds, last_seconds, last_step = 0.0, 0.0, step
