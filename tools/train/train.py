@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--steps", type=int, required=True, help="length of the whole run (sets the LR schedule)")
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this long; 0: no limit")
+    ap.add_argument("--stop-at", type=int, default=0, help="stop (with a checkpoint) after this step, keeping the "
+                    "--steps schedule; 0: run to --steps")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -127,8 +129,8 @@ def main():
             record["mtp_loss"] = mtp_loss.item()
         if step % a.eval_every == 0 or step == a.steps:
             record["heldout"], record["heldout_mtp"] = heldout_loss(net, held, a)
-        out_of_time = a.max_minutes > 0 and time.time() - t0 > a.max_minutes * 60
-        if step % a.log_every == 0 or "heldout" in record or out_of_time or step == a.steps:
+        stopping = (a.max_minutes > 0 and time.time() - t0 > a.max_minutes * 60) or step == a.stop_at
+        if step % a.log_every == 0 or "heldout" in record or stopping or step == a.steps:
             # tokens/s counts training steps only; the ETA is wall clock, held-out evaluations included
             tps = (step - last_step) * a.batch * a.ctx / max(train_seconds - last_seconds, 1e-9)
             per_step = (time.time() - t0) / (step - start_step)
@@ -145,10 +147,10 @@ def main():
             record["tok_per_s"] = tps
         log.write(json.dumps(record) + "\n")
         log.flush()
-        if step % a.ckpt_every == 0 or out_of_time or step == a.steps:
+        if step % a.ckpt_every == 0 or stopping or step == a.steps:
             save_checkpoint(ckpt, net, opt, step, tokens, a)
-        if out_of_time:
-            print(f"--max-minutes {a.max_minutes} reached at step {step}; run again to resume", flush=True)
+        if stopping:
+            print(f"stopped at step {step} (--max-minutes / --stop-at); run again to resume", flush=True)
             break
 
 
