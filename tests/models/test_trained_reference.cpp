@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ std::string data_path(const std::string& extension) {
 Reference load_reference() {
   const std::filesystem::path path = data_path(".json");
   std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  if (!in) throw std::runtime_error("cannot open " + path.string() + " (tools/train/README.md says how it is made)");
   const nlohmann::json doc = nlohmann::json::parse(in);
   Reference r;
   r.tokens = doc.at("tokens").get<std::vector<int32_t>>();
