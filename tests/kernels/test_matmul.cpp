@@ -139,7 +139,8 @@ TEST(Matmul, BatchInvariantAndThreadCountInvariant) {
 
 // Several weights over one x in one pool round: bit for bit what separate matmul() calls give, for every
 // type alone, for types that share an activation format (q4_0 + q8_0 + q5_1; q5_0 + q4_0, whose one-row
-// panels share a layout) and for mixed formats (which fall back to one call per weight), at 1..9 and 33 rows (the pair path and the panel fallback), on 1..3 threads.
+// panels share a layout) and for mixed formats (which fall back to one call per weight), at 1..9 and 33 rows
+// (the pair path and the panel fallback), on 1..3 threads.
 TEST(Matmul, SharedInputEqualsSeparateCalls) {
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));

@@ -1,8 +1,8 @@
 // matmul: quantizes the activation rows once into the weight type's partner format, then threads take chunks
 // of weight (output) rows and apply each to every activation row: through panels of 8 interleaved rows where
 // the table has panel kernels and there are enough rows, through a narrow panel of up to 4 rows for a verify
-// batch, or of the one row of a decode step (q4_0, q5_0), where the table has one, else (and for rows too few to fill a panel) through the table's tile, a few
-// activation rows at a time. Every output is computed by one kernel whose arithmetic depends on n_in alone
+// batch, or of the one row of a decode step (q4_0, q5_0), where the table has one, else (and for rows too few
+// to fill a panel) through the table's tile, a few activation rows at a time. Every output is computed by one kernel whose arithmetic depends on n_in alone
 // (the panel, tile and one-row kernels agree bit for bit), which is what makes y[r] independent of n_rows and of
 // the threads.
 // Not here: the kernels themselves (vec_dot*.cpp) and the choice of ISA (dispatch.cpp).
@@ -89,6 +89,12 @@ void quantize_all_rows(const ActivationFormat& format, const float* x, int64_t n
   }
 }
 
+// The first cache-line boundary at or after p: panels start there, so their 32-byte loads never straddle two
+// lines.
+uint8_t* cache_line_aligned(uint8_t* p) {
+  return p + (kCacheLine - reinterpret_cast<uintptr_t>(p) % kCacheLine) % kCacheLine;
+}
+
 // Rows per chunk of weight rows for the threads to share.
 int64_t chunk_rows_for(const tensor::Tensor& weight, int n_threads) {
   const int64_t tile_rows = std::max<int64_t>(1, static_cast<int64_t>(kWeightTileBytes / weight.bytes_per_row()));
@@ -129,12 +135,10 @@ void matmul_panels(const tensor::Tensor& weight, const VecDotKernel& kernel, con
   const int64_t n_panels = (n_panel_rows + panel.rows - 1) / panel.rows;
   const size_t panel_bytes = panel.panel_bytes(n_in);
   const size_t rows_bytes = format.row_bytes * static_cast<size_t>(n_rows);
-  // Panels start on a cache line: their 32-byte loads then never straddle two.
   const size_t needed = rows_bytes + kCacheLine + panel_bytes * static_cast<size_t>(n_panels);
   if (scratch.activations.size() < needed) scratch.activations.resize(needed);
   uint8_t* rows = scratch.activations.data();
-  uint8_t* panels = rows + rows_bytes;
-  panels += (kCacheLine - reinterpret_cast<uintptr_t>(panels) % kCacheLine) % kCacheLine;
+  uint8_t* panels = cache_line_aligned(rows + rows_bytes);
 
   auto prepare = [&](int64_t p_begin, int64_t p_end) {
     for (int64_t p = p_begin; p < p_end; ++p) {
@@ -186,8 +190,7 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
     quantize_all_rows(format, x, n_in, n_rows, scratch.activations.data(), pool);
     act = scratch.activations.data();
     if (panel != nullptr) {
-      packed = scratch.activations.data() + rows_bytes;
-      packed += (kCacheLine - reinterpret_cast<uintptr_t>(packed) % kCacheLine) % kCacheLine;
+      packed = cache_line_aligned(scratch.activations.data() + rows_bytes);
       panel->pack(n_in, act, format.row_bytes, n_rows, packed);
     }
   }

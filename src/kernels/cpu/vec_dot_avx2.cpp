@@ -281,8 +281,7 @@ struct DotKAffine {
     uint64_t scales, mins;
     unpack_k_scales(w.scales, scales, mins);
     // The 8 scales as int16 in both 128-bit lanes; shuffles broadcast one of them.
-    const __m256i scales16 =
-        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(scales))));
+    const __m256i scales16 = widen_bytes(scales);
     __m256i high_bits = load_high_bits(w);
     for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -296,10 +295,8 @@ struct DotKAffine {
         high = _mm256_or_si256(high, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
         high_bits = _mm256_srli_epi16(high_bits, 2);
       }
-      const __m256i scale_low =
-          _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<short>(((4 * c + 1) << 8) | (4 * c))));
-      const __m256i scale_high =
-          _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<short>(((4 * c + 3) << 8) | (4 * c + 2))));
+      const __m256i scale_low = broadcast_word(scales16, 2 * c);
+      const __m256i scale_high = broadcast_word(scales16, 2 * c + 1);
       for (int r = 0; r < NA; ++r) {
         const __m256i p_low = _mm256_madd_epi16(_mm256_maddubs_epi16(low, load256(a[r]->qs + 64 * c)), scale_low);
         const __m256i p_high =

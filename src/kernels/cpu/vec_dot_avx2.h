@@ -61,8 +61,8 @@ REWIND_INLINE uint64_t load_u64(const void* p) {
   return word;
 }
 
-// All 8 lanes (4 of the 128-bit form) = the 4 bytes at p; broadcast_u64, all 4 64-bit lanes = the 8 bytes at p. A float broadcast from memory is a pure load; the
-// integer forms cost a load and a shuffle.
+// All 8 lanes (4 of the 128-bit form) = the 4 bytes at p; broadcast_u64, all 4 64-bit lanes = the 8 bytes at
+// p. A float broadcast from memory is a pure load; the integer forms cost a load and a shuffle.
 REWIND_INLINE __m256i broadcast_u32(const void* p) {
   return _mm256_castps_si256(_mm256_broadcast_ss(static_cast<const float*>(p)));
 }
@@ -103,6 +103,23 @@ REWIND_INLINE __m256i spread_bits(const uint8_t* qh) {
   const __m256i bit_of_lane = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
   const __m256i bytes = _mm256_shuffle_epi8(word, byte_of_lane);
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit_of_lane), bit_of_lane);
+}
+
+// The 8 bytes of packed (a k-quant block's scales or mins) as int16 words, in both 128-bit lanes.
+REWIND_INLINE __m256i widen_bytes(uint64_t packed) {
+  return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(packed))));
+}
+
+// Every lane = int16 word `word` of v (v holds the same 8 words in both 128-bit lanes, as widen_bytes gives).
+REWIND_INLINE __m256i broadcast_word(__m256i v, int word) {
+  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<short>(((2 * word + 1) << 8) | (2 * word))));
+}
+
+// Low 128-bit lane = word `low_word` of v, high lane = word `high_word`.
+REWIND_INLINE __m256i broadcast_words(__m256i v, int low_word, int high_word) {
+  const __m128i low = _mm_set1_epi16(static_cast<short>(((2 * low_word + 1) << 8) | (2 * low_word)));
+  const __m128i high = _mm_set1_epi16(static_cast<short>(((2 * high_word + 1) << 8) | (2 * high_word)));
+  return _mm256_shuffle_epi8(v, _mm256_set_m128i(high, low));
 }
 
 // Lane j = value j of a 32-value block: byte i of qs holds value i (low nibble) and value i + 16 (high).

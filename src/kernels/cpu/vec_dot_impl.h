@@ -30,9 +30,8 @@ inline constexpr int kPanelRows = 8;
 // verify: a full panel there would do 8 rows of work for 2 to 4, and the tiles pay per row.
 inline constexpr int kNarrowPanelRows = 4;
 
-// Interleaves n_rows <= rows (the kernel's kPanelRows or kNarrowPanelRows) quantized activation rows (plain
-// vec_dot_type rows, row_bytes apart) of n
-// values into a panel of panel_bytes(n) bytes.
+// Interleaves n_rows <= rows (the kernel's kPanelRows, kNarrowPanelRows or 1) quantized activation rows (plain
+// vec_dot_type rows, row_bytes apart) of n values into a panel of panel_bytes(n) bytes.
 using PanelPackFn = void (*)(int64_t n, const void* rows, size_t row_bytes, int64_t n_rows, void* panel);
 // out[r * out_stride + w] = dot(weight row w, panel row r) for w in [0, n_weight_rows) and r in [0, n_rows),
 // bit-identical to the table's VecDotFn on that pair.

@@ -545,23 +545,6 @@ void panel_dot_k_affine(int64_t n, const void* weights, size_t weight_row_bytes,
 // (high nibbles, sub-block 2c + 1): one 64-bit word, broadcast, serves the 4 rows of both chunks. A sub-block's
 // 4 chunks sum in int16 (q5: 4 * 2 * 31 * 128 fits), madd with its scale widens them, and row r's two int32
 // lanes join at the end of the super-block. S and N then take the one-row kernel's float steps per lane.
-// Lanes = int16 word `word` of both 128-bit lanes of v (v holds the same 8 words in each).
-REWIND_INLINE __m256i broadcast_word(__m256i v, int word) {
-  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<short>(((2 * word + 1) << 8) | (2 * word))));
-}
-
-// Low 128-bit lane = word `low_word` of v, high lane = word `high_word`.
-REWIND_INLINE __m256i broadcast_words(__m256i v, int low_word, int high_word) {
-  const __m128i low = _mm_set1_epi16(static_cast<short>(((2 * low_word + 1) << 8) | (2 * low_word)));
-  const __m128i high = _mm_set1_epi16(static_cast<short>(((2 * high_word + 1) << 8) | (2 * high_word)));
-  return _mm256_shuffle_epi8(v, _mm256_set_m128i(high, low));
-}
-
-// The 8 bytes of packed as int16 words, in both 128-bit lanes.
-REWIND_INLINE __m256i widen_bytes(uint64_t packed) {
-  return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(packed))));
-}
-
 template <bool kFifthBit, typename Block>
 REWIND_INLINE __m256i k_sub_block_pair_narrow(const Block& w, const NarrowPanelQ8K& a, int c, __m256i scales16) {
   constexpr uint64_t kLowNibbles = 0x0F0F0F0F0F0F0F0Full;

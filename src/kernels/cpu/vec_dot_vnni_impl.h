@@ -32,6 +32,7 @@ namespace {
 using tensor::DType;
 namespace q = tensor::quant;
 using avx2::gather_halves;
+using avx2::broadcast_word;
 using avx2::half_to_float;
 using avx2::hsum_i32;
 using avx2::load256;
@@ -41,6 +42,7 @@ using avx2::store_rows;
 using avx2::sum_chains;
 using avx2::unpack_k_scales;
 using avx2::unpack_nibbles;
+using avx2::widen_bytes;
 
 constexpr int kRows = kPanelRows;
 
@@ -289,8 +291,7 @@ struct DotKAffine {
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     uint64_t scales, mins;
     unpack_k_scales(w.scales, scales, mins);
-    const __m256i scales16 =
-        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(scales))));
+    const __m256i scales16 = widen_bytes(scales);
     __m256i high_bits = load_high_bits(w);
     for (int r = 0; r < NA; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -304,10 +305,8 @@ struct DotKAffine {
         high = _mm256_or_si256(high, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
         high_bits = _mm256_srli_epi16(high_bits, 2);
       }
-      const __m256i scale_low =
-          _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<short>(((4 * c + 1) << 8) | (4 * c))));
-      const __m256i scale_high =
-          _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<short>(((4 * c + 3) << 8) | (4 * c + 2))));
+      const __m256i scale_low = broadcast_word(scales16, 2 * c);
+      const __m256i scale_high = broadcast_word(scales16, 2 * c + 1);
       for (int r = 0; r < NA; ++r) {
         sum[r] = dpwssd(sum[r], _mm256_maddubs_epi16(low, load256(a[r]->qs + 64 * c)), scale_low);
         sum[r] = dpwssd(sum[r], _mm256_maddubs_epi16(high, load256(a[r]->qs + 64 * c + 32)), scale_high);
