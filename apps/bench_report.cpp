@@ -667,6 +667,63 @@ Status write_tpot_plot(const ReportInput& input, const std::string& workload, co
   return write_plot_files(dir, plot, data, script, plots);
 }
 
+// Plot 4: acceptance by draft position, one line per proposer at the largest draft_max, fewest slots and the
+// first rollback policy (acceptance does not depend on the policy, and slots change it only through timing).
+Status write_acceptance_plot(const ReportInput& input, const std::string& workload, const fs::path& dir,
+                             std::vector<Plot>& plots) {
+  const std::vector<const BenchRow*> rows = measured_rows(input, workload);
+  const std::vector<int> counts = slot_counts(rows);
+  int depth = 0;
+  for (const BenchRow* row : rows) {
+    if (!row->plain()) depth = std::max(depth, row->draft_max);
+  }
+  if (depth == 0 || counts.empty() || input.rollbacks.empty()) return Status::ok();
+  std::vector<std::pair<std::string, std::vector<double>>> lines;  // proposer → rate per position
+  for (const std::string& spec : input.specs) {
+    for (const BenchRow* row : rows) {
+      if (row->spec != spec || row->draft_max != depth || row->n_slots != counts.front() ||
+          row->rollback != input.rollbacks.front()) {
+        continue;
+      }
+      const json& rates = row->fields->value("acceptance_by_position", json());
+      if (!rates.is_array() || rates.empty()) continue;
+      std::vector<double> values;
+      for (const json& rate : rates) values.push_back(rate.is_number() ? rate.get<double>() : 0.0);
+      lines.emplace_back(spec, std::move(values));
+      break;
+    }
+  }
+  if (lines.empty()) return Status::ok();
+
+  Plot plot{"acceptance_by_position_" + input.workload_stems.at(workload), "Acceptance by draft position: " + workload,
+            ""};
+  std::string data;
+  std::string plot_items;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    data += "# " + lines[i].first + ": draft position, fraction of drafted tokens accepted\n";
+    for (size_t p = 0; p < lines[i].second.size(); ++p) data += fmt::format("{} {}\n", p + 1, lines[i].second[p]);
+    data += "\n\n";
+    plot_items += fmt::format("{}'{}.dat' index {} using 1:2 with linespoints lw 2 ps 1.3 dt {} pt {} title {}",
+                              i ? ", " : "", plot.name, i, 1 + index_of(input.specs, lines[i].first),
+                              5 + 2 * static_cast<int>(i), gp_quote(lines[i].first));
+  }
+  std::string script = gp_header(plot.name, 900, 500);
+  script += "set title " + gp_quote(fmt::format("Acceptance by draft position — {}, workload {}, draft_max {}, {}",
+                                                input.model_name, workload, depth, slots_text(counts.front()))) +
+            "\n";
+  script += "set xlabel 'draft position (1 = the first drafted token)'\n";
+  script += "set ylabel 'drafted tokens accepted at that position'\n";
+  script += fmt::format("set xrange [0.5:{}]\nset xtics 1\nset yrange [0:1]\nset grid\nset key top right\n",
+                        depth + 0.5);
+  script += "plot " + plot_items + "\n";
+  plot.caption = fmt::format(
+      "For each draft position p, the fraction of tokens drafted at p that the target accepted (a token is accepted "
+      "only when every earlier one of its round was), per proposer at draft_max {} with {} and rollback {}; the "
+      "adaptive policy drafts fewer positions when acceptance falls, so later positions may rest on fewer rounds.",
+      depth, slots_text(counts.front()), input.rollbacks.front());
+  return write_plot_files(dir, plot, data, script, plots);
+}
+
 // ---- running gnuplot ----
 
 bool gnuplot_on_path() {
@@ -979,6 +1036,9 @@ Status write_plots(const ReportInput& input, const fs::path& dir, std::vector<Pl
   REWIND_RETURN_IF_ERROR(write_state_plot(input, dir, plots));
   for (const std::string& workload : input.workloads) {
     REWIND_RETURN_IF_ERROR(write_tpot_plot(input, workload, dir, plots));
+  }
+  for (const std::string& workload : input.workloads) {
+    REWIND_RETURN_IF_ERROR(write_acceptance_plot(input, workload, dir, plots));
   }
   return Status::ok();
 }

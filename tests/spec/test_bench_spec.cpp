@@ -117,6 +117,7 @@ TEST_F(BenchSpec, OutWritesTheReport) {
   if (have_gnuplot) {
     ASSERT_EQ(r.status, 0) << r.out;
     EXPECT_TRUE(std::filesystem::exists(out / "state_memory.png"));
+    EXPECT_TRUE(std::filesystem::exists(out / "acceptance_by_position_tiny.png"));
   } else {
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_NE(r.out.find("gnuplot-nox"), std::string::npos) << r.out;
@@ -131,6 +132,26 @@ TEST_F(BenchSpec, OutWritesTheReport) {
   EXPECT_TRUE(std::filesystem::exists(out / "report.html"));
 }
 
+// Sampled speculation keeps the target's distribution, not its random stream: the rows are measured, and
+// not compared token by token with plain decoding (tests/spec's chi-square tests check the distribution).
+TEST_F(BenchSpec, SampledRowsAreMeasuredWithoutTheGreedyComparison) {
+  const CommandResult r = run_command(command("--prompts " + prompts_path() +
+                                              " --spec ngram --rollback replay --draft-max 2 --slots 1 --reps 1 -n 10 "
+                                              "--temp 0.7 --seed 5 --json"),
+                                      /*stdout_only=*/true);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json results = json::parse(r.out);
+  EXPECT_EQ(results["settings"]["temperature"], 0.7);
+  EXPECT_EQ(results["settings"]["seed"], 5);
+  EXPECT_NE(results["command"].get<std::string>().find("--temp 0.7 --seed 5"), std::string::npos);
+  ASSERT_EQ(results["rows"].size(), 2u);
+  for (const json& row : results["rows"]) {
+    EXPECT_TRUE(row["error"].is_null()) << row.dump();
+    EXPECT_TRUE(row["identical_to_plain"].is_null()) << row.dump();
+    EXPECT_GT(row["tokens_per_second"]["median"].get<double>(), 0.0) << row.dump();
+  }
+}
+
 TEST_F(BenchSpec, BadInputIsRefusedWithAMessage) {
   const std::filesystem::path broken = dir_ / "broken.jsonl";
   std::ofstream(broken) << R"({"prompt": "fine"})" << "\n" << "{not json\n";
@@ -143,6 +164,7 @@ TEST_F(BenchSpec, BadInputIsRefusedWithAMessage) {
       {"--prompts " + prompts_path() + " --draft-max 0", "--draft-max"},
       {"--prompts " + prompts_path() + " --spec none", "baseline"},
       {"--prompts " + prompts_path() + " --slots 1,x", "--slots"},
+      {"--prompts " + prompts_path() + " --spec oracle --temp 0.7", "needs --temp 0"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run_command(command(c.args), /*stdout_only=*/false);
