@@ -603,16 +603,22 @@ Status write_state_plot(const ReportInput& input, const fs::path& dir, std::vect
   return write_plot_files(dir, plot, data, script, plots);
 }
 
+// The deepest speculative configuration of the rows; 0 when all are plain.
+int largest_draft_max(const std::vector<const BenchRow*>& rows) {
+  int depth = 0;
+  for (const BenchRow* row : rows) {
+    if (!row->plain()) depth = std::max(depth, row->draft_max);
+  }
+  return depth;
+}
+
 // Plot 3: TPOT p50 (with a bar up to p90) against slot count, one line per configuration at the largest
 // draft_max; every depth at once would put 19 lines on one chart.
 Status write_tpot_plot(const ReportInput& input, const std::string& workload, const fs::path& dir,
                        std::vector<Plot>& plots) {
   const std::vector<const BenchRow*> rows = measured_rows(input, workload);
   const std::vector<int> counts = slot_counts(rows);
-  int depth = 0;
-  for (const BenchRow* row : rows) {
-    if (!row->plain()) depth = std::max(depth, row->draft_max);
-  }
+  const int depth = largest_draft_max(rows);
   std::vector<std::string> labels;
   std::map<std::string, const BenchRow*> first_of_label;
   std::map<std::string, std::map<int, std::pair<double, double>>> points;  // label → slots → (p50, p90)
@@ -673,10 +679,7 @@ Status write_acceptance_plot(const ReportInput& input, const std::string& worklo
                              std::vector<Plot>& plots) {
   const std::vector<const BenchRow*> rows = measured_rows(input, workload);
   const std::vector<int> counts = slot_counts(rows);
-  int depth = 0;
-  for (const BenchRow* row : rows) {
-    if (!row->plain()) depth = std::max(depth, row->draft_max);
-  }
+  const int depth = largest_draft_max(rows);
   if (depth == 0 || counts.empty() || input.rollbacks.empty()) return Status::ok();
   std::vector<std::pair<std::string, std::vector<double>>> lines;  // proposer → rate per position
   for (const std::string& spec : input.specs) {
