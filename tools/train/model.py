@@ -33,8 +33,8 @@ def qwen35_config(vocab: int, eot: int, n_embd: int, n_layer: int, n_ff: int, gd
 
 # name -> (n_embd, n_layer, n_ff, gdn_k_heads, attn_heads, attn_kv_heads, head_dim, mtp)
 SIZES = {
-    "target": (384, 8, 1024, 3, 6, 2, 64, True),
-    "draft": (256, 4, 768, 2, 4, 1, 64, False),
+    "target": (256, 8, 1024, 2, 4, 1, 64, True),
+    "draft": (192, 4, 512, 1, 3, 1, 64, False),
     # For the committed reference-logits test: same code path, small enough to keep in the repository.
     "tiny": (64, 4, 128, 1, 2, 1, 32, True),
 }
