@@ -99,16 +99,29 @@ def format_prompt(args, kind, text):
     return out["prompt_ids"], out["prompt_text"]
 
 
+def llama_summary(command, patterns):
+    """Runs a llama.cpp program and reads its closing log lines: one match per pattern, or exits.
+
+    The log echoes the prompt, which may itself say "encoded" or "eval time": only lines that start with the
+    logger's timestamp count (not always at a line start: the generated text may lack a newline). llama.cpp
+    logs from a worker thread, and now and then the process exits before the last lines are written; the run
+    is then repeated with the same settings."""
+    for _ in range(5):
+        log = run(command).stderr
+        found = [re.search(r"\d+\.\d+\.\d+\.\d+ I " + pattern, log) for pattern in patterns]
+        if all(found):
+            return found
+    sys.exit(f"could not read the summary of {' '.join(command)}:\n{log[-2000:]}")
+
+
 def llama_run(args, text, mode, depth):
     bin_dir = Path(args.llama_bin)
     common = ["-m", args.target, "-p", text, "-n", str(args.n_predict), "-t", str(args.threads), "--temp",
-              str(args.temp), "--seed", "1", "-c", "4096"]
+              str(args.temp), "--seed", "1", "-c", "4096", "--no-escape"]  # the prompt is code: keep its backslashes
     if mode == "plain":
-        log = run([str(bin_dir / "llama-completion"), *common, "-no-cnv"]).stderr
-        prompt = re.search(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens", log)
-        evals = re.search(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs", log)
-        if not prompt or not evals:
-            sys.exit(f"could not read llama-completion's timings:\n{log[-2000:]}")
+        prompt, evals = llama_summary([str(bin_dir / "llama-completion"), *common, "-no-cnv"],
+                                      [r"common_perf_print: prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens",
+                                       r"common_perf_print:\s+eval time =\s*([\d.]+) ms /\s*(\d+) runs"])
         seconds, n = float(evals.group(1)) / 1000.0, int(evals.group(2))
         return {"tps": n / seconds, "n": n, "n_prompt": int(prompt.group(1)), "drafted": 0, "accepted": 0}
     spec = ["--spec-draft-n-max", str(depth)]
@@ -118,13 +131,10 @@ def llama_run(args, text, mode, depth):
         spec += ["--spec-type", "draft-mtp"]
     else:
         spec += ["--spec-type", "ngram-simple"]
-    log = run([str(bin_dir / "llama-speculative-simple"), *common, *spec]).stderr
-    encoded = re.search(r"encoded\s+(\d+) tokens", log)
-    decoded = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", log)
-    drafted = re.search(r"n_drafted\s*=\s*(\d+)", log)
-    accepted = re.search(r"n_accept\s*=\s*(\d+)", log)
-    if not (encoded and decoded and drafted and accepted):
-        sys.exit(f"could not read llama-speculative-simple's summary:\n{log[-2000:]}")
+    encoded, decoded, drafted, accepted = llama_summary(
+        [str(bin_dir / "llama-speculative-simple"), *common, *spec],
+        [r"encoded\s+(\d+) tokens in", r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", r"n_drafted\s*=\s*(\d+)",
+         r"n_accept\s*=\s*(\d+)"])
     n, seconds = int(decoded.group(1)), float(decoded.group(2))
     return {"tps": n / seconds, "n": n, "n_prompt": int(encoded.group(1)), "drafted": int(drafted.group(1)),
             "accepted": int(accepted.group(1))}
