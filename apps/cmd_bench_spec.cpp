@@ -276,11 +276,11 @@ int bench_spec(const BenchSpecOptions& options) {
     return report_error("bench spec needs --reps >= 1, -n >= 2 and --max-prompts >= 0");
   }
   const bool greedy = options.temperature == 0.0;
-  if (!greedy && options.spec.find("oracle") != std::string::npos) {
-    return report_error("--spec oracle drafts the plain greedy output; it needs --temp 0");
-  }
   for (const std::string& mode : *modes) {
     if (mode == "none") return report_error("--spec: 'none' is the baseline and always runs; list proposers only");
+    if (mode == "oracle" && !greedy) {
+      return report_error("--spec oracle drafts the plain greedy output; it needs --temp 0");
+    }
   }
   int n_gen = options.n_gen;
   int reps = options.reps;

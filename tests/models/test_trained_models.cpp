@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/engine_steps.h"
 #include "rewind/engine.h"
 
 namespace rwd {
@@ -30,7 +31,7 @@ nlohmann::json read_reference(const std::string& file) {
   return nlohmann::json::parse(in);
 }
 
-std::unique_ptr<Engine> open_engine(const std::string& model, const std::string& spec, const std::string& draft = "") {
+std::unique_ptr<Engine> open_model(const std::string& model, const std::string& spec, const std::string& draft = "") {
   EngineOptions options;
   options.model_path = model;
   options.n_threads = 2;
@@ -40,9 +41,7 @@ std::unique_ptr<Engine> open_engine(const std::string& model, const std::string&
     options.spec.draft_max = 4;
     options.spec.draft_model = draft;
   }
-  auto engine = Engine::open(options);
-  EXPECT_TRUE(engine.is_ok()) << model << ": " << engine.status().message();
-  return engine.is_ok() ? std::move(*engine) : nullptr;
+  return test::open_engine(options);
 }
 
 std::vector<TokenEvent> generate(Engine& engine, const std::vector<int32_t>& prompt, int n, int top_logprobs,
@@ -58,11 +57,7 @@ std::vector<TokenEvent> generate(Engine& engine, const std::vector<int32_t>& pro
     if (e.token >= 0) events.push_back(e);
   });
   EXPECT_TRUE(id.is_ok());
-  while (!engine.idle()) {
-    const Status status = engine.step();
-    EXPECT_TRUE(status.is_ok()) << status.message();
-    if (!status.is_ok()) break;
-  }
+  test::step_until_idle(engine);
   if (spec != nullptr && id.is_ok()) *spec = engine.timings(*id).spec;
   return events;
 }
@@ -79,7 +74,7 @@ TEST_P(TrainedModel, GreedyContinuationMatchesLlamaCpp) {
   const std::string model = shipped_model(GetParam() + ".gguf");
   ASSERT_TRUE(std::filesystem::exists(model)) << model;
   const nlohmann::json reference = read_reference(GetParam() + ".heldout.json");
-  auto engine = open_engine(model, "none");
+  auto engine = open_model(model, "none");
   ASSERT_NE(engine, nullptr);
   const auto expected_prompt = reference["prompt"]["ids"].get<std::vector<int32_t>>();
   auto ids = engine->tokenize(reference["prompt"]["text"], engine->add_bos_default(), false);
@@ -117,12 +112,12 @@ TEST(TrainedPair, SpeculationReproducesPlainDecoding) {
   const std::string draft = shipped_model("stdlib-draft-q8_0.gguf");
   const auto prompt = read_reference("stdlib-target-q8_0.heldout.json")["prompt"]["ids"].get<std::vector<int32_t>>();
   constexpr int kTokens = 96;
-  auto plain_engine = open_engine(target, "none");
+  auto plain_engine = open_model(target, "none");
   ASSERT_NE(plain_engine, nullptr);
   const std::vector<int32_t> plain = ids_of(generate(*plain_engine, prompt, kTokens, 0));
   ASSERT_EQ(plain.size(), static_cast<size_t>(kTokens));
   for (const std::string spec : {"mtp", "draft"}) {
-    auto engine = open_engine(target, spec, spec == "draft" ? draft : "");
+    auto engine = open_model(target, spec, spec == "draft" ? draft : "");
     ASSERT_NE(engine, nullptr);
     SpecStats stats;
     EXPECT_EQ(ids_of(generate(*engine, prompt, kTokens, 0, &stats)), plain) << "--spec " << spec;

@@ -4,7 +4,8 @@
 // rollbacks happen), that rollback policy
 // 'none' is refused on a recurrent model with a reason, that the state memory the rows report orders as the
 // policies' designs say (snapshots grow with depth, replay keeps records and no snapshots), and that --out
-// writes the report files. Bad prompt files and lists end with exit status 1 and a message naming them.
+// writes the report files (with the acceptance-by-position plot). Sampled grids (--temp) are measured but not
+// compared token by token. Bad prompt files and lists end with exit status 1 and a message naming them.
 // links: rewind_runtime rewind_app
 #include <gtest/gtest.h>
 
