@@ -137,6 +137,8 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
       engine_options.spec.draft_vocab = options.draft_vocab;
     }
     engine_options.spec.oracle_error_rate = options.oracle_error_rate;
+    engine_options.spec.ngram_min = options.ngram_min;
+    engine_options.spec.ngram_max = options.ngram_max;
   }
   if (config.spec == "oracle" && !oracle_ids) return Status::error("--spec oracle needs the plain run's output first");
   REWIND_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::open(engine_options));
@@ -258,6 +260,9 @@ std::string command_line(const BenchSpecOptions& options) {
   if (options.spec.find("oracle") != std::string::npos) {
     command += fmt::format(" --oracle-error-rate {}", options.oracle_error_rate);
   }
+  if (options.spec.find("ngram") != std::string::npos) {
+    command += fmt::format(" --ngram-min {} --ngram-max {}", options.ngram_min, options.ngram_max);
+  }
   if (!options.out.empty()) command += " --out " + options.out;
   return command;
 }
@@ -280,6 +285,11 @@ int bench_spec(const BenchSpecOptions& options) {
     if (mode == "none") return report_error("--spec: 'none' is the baseline and always runs; list proposers only");
     if (mode == "oracle" && !greedy) {
       return report_error("--spec oracle drafts the plain greedy output; it needs --temp 0");
+    }
+    if (mode == "ngram" && (options.ngram_min < 1 || options.ngram_max < options.ngram_min ||
+                            options.ngram_max > SpecOptions::kMaxNgram)) {
+      return report_error(fmt::format("--ngram-min/--ngram-max must satisfy 1 <= min <= max <= {}, got {} and {}",
+                                      SpecOptions::kMaxNgram, options.ngram_min, options.ngram_max));
     }
   }
   int n_gen = options.n_gen;
@@ -396,6 +406,9 @@ void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_c
                   "--spec oracle: probability that a drafted token is wrong (sets acceptance without a draft model)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--ngram-min", options.ngram_min, "--spec ngram: shortest n-gram looked up")->capture_default_str();
+  cmd->add_option("--ngram-max", options.ngram_max, "--spec ngram: longest n-gram looked up (tried first)")
+      ->capture_default_str();
   cmd->add_option("--rollback", options.rollback, "rollback policies, comma-separated: replay, snapshot, checkpoint, none")
       ->capture_default_str();
   cmd->add_option("--draft-max", options.draft_max, "draft lengths, comma-separated")->capture_default_str();

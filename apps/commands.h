@@ -61,6 +61,8 @@ struct BenchSpecOptions {
   int n_ctx = 2048;
   int max_prompts = 0;  // 0: every prompt of each workload
   double oracle_error_rate = 0.3;
+  int ngram_min = SpecOptions{}.ngram_min;
+  int ngram_max = SpecOptions{}.ngram_max;
   double temperature = 0.0;  // 0: greedy, and every speculative output must equal the plain one
   uint64_t seed = 1;         // sampled runs: request i of every configuration samples from seed + i
   bool adaptive = true;

@@ -302,6 +302,17 @@ void matmul_cold_args(benchmark::internal::Benchmark* bench) {
   }
 }
 
+// Verify batches with the weights in cache (a small model held in L2/L3, where a step is bound by the dot
+// products, not by memory): the cost per row from one row (a decode step) to a full panel.
+void matmul_warm_verify_args(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"dtype", "n", "rows", "threads"})->UseRealTime();
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+    for (int64_t n : {256, 1024}) {
+      for (int64_t rows = 1; rows <= 8; ++rows) bench->Args({static_cast<int64_t>(type), n, rows, 1});
+    }
+  }
+}
+
 void panel_args(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"dtype", "n"});
   for (DType type : weight_types()) {
@@ -324,6 +335,9 @@ BENCHMARK(BM_VecDotAvx512Vnni)->Apply(vec_dot_args);
 void register_matmul_benchmarks(const ReadCeiling& ceiling) {
   benchmark::RegisterBenchmark("BM_Matmul", [&ceiling](benchmark::State& state) { BM_Matmul(state, ceiling); })
       ->Apply(matmul_args);
+  benchmark::RegisterBenchmark("BM_MatmulWarmVerify",
+                               [&ceiling](benchmark::State& state) { BM_Matmul(state, ceiling); })
+      ->Apply(matmul_warm_verify_args);
   benchmark::RegisterBenchmark("BM_MatmulCold", [&ceiling](benchmark::State& state) { BM_MatmulCold(state, ceiling); })
       ->Apply(matmul_cold_args);
 }

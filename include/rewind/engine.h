@@ -22,8 +22,11 @@ struct SpecOptions {
   int draft_min = 1;               // fewest, when the policy drafts at all
   int64_t draft_vocab = 0;         // draft: score only token ids below this (0: the whole vocabulary)
   std::string rollback = "replay";  // replay | snapshot | checkpoint | none
-  int ngram_min = 1;               // ngram: lookup sizes, longest first
-  int ngram_max = 3;
+  // ngram: lookup sizes, longest first. Matches shorter than 3 tokens draft mostly noise: on the code-editing
+  // prompts with Qwen2.5-Coder-1.5B, 3..8 ran 1.21x plain (geomean) where 1..3 ran 1.10x.
+  int ngram_min = 3;
+  int ngram_max = 8;
+  static constexpr int kMaxNgram = 16;
   bool adaptive = true;            // adapt the draft length per slot and back off when speculation loses
   double oracle_error_rate = 0.0;  // oracle: probability that a drafted token is replaced by a wrong one
   uint64_t oracle_seed = 1;

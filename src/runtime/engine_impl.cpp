@@ -99,9 +99,9 @@ Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
   if (spec.draft_min < 1 || spec.draft_min > spec.draft_max) {
     return Status::errorf("draft-min must be in [1, draft-max = {}], got {}", spec.draft_max, spec.draft_min);
   }
-  if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min || spec.ngram_max > 16) {
-    return Status::errorf("n-gram sizes must satisfy 1 <= min <= max <= 16, got min {} max {}", spec.ngram_min,
-                          spec.ngram_max);
+  if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min || spec.ngram_max > SpecOptions::kMaxNgram) {
+    return Status::errorf("n-gram sizes must satisfy 1 <= min <= max <= {}, got min {} max {}",
+                          SpecOptions::kMaxNgram, spec.ngram_min, spec.ngram_max);
   }
   if (spec.mode == "draft" && spec.draft_model.empty()) {
     return Status::error("--spec draft needs a draft model (--draft-model FILE)");

@@ -166,6 +166,7 @@ TEST_F(BenchSpec, BadInputIsRefusedWithAMessage) {
       {"--prompts " + prompts_path() + " --spec none", "baseline"},
       {"--prompts " + prompts_path() + " --slots 1,x", "--slots"},
       {"--prompts " + prompts_path() + " --spec oracle --temp 0.7", "needs --temp 0"},
+      {"--prompts " + prompts_path() + " --ngram-min 5 --ngram-max 4", "--ngram-min/--ngram-max must satisfy"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run_command(command(c.args), /*stdout_only=*/false);

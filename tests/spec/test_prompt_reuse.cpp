@@ -47,6 +47,8 @@ std::unique_ptr<Engine> open(const Config& config) {
   options.spec.mode = config.mode;
   options.spec.rollback = config.rollback;
   options.spec.draft_max = 3;
+  options.spec.ngram_min = 1;  // the random models seldom repeat 3 tokens: short matches keep n-gram drafts coming
+  options.spec.ngram_max = 3;
   if (config.mode == "draft") options.spec.draft_model = test::twin_of(model_file(config.arch));
   return test::open_engine(options);
 }
