@@ -63,31 +63,53 @@ DraftToken DraftModelProposer::pick(SlotState& slot, const ProposeRequest& reque
   return token;
 }
 
+Status DraftModelProposer::catch_up_until(const ProposeRequest& request, int64_t left) {
+  SlotState& slot = slots_[request.slot];
+  const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+  if (slot.txn) return Status::errorf("draft model: slot {} still has an open transaction", request.slot);
+  if (slot.n_done > last) return Status::errorf("draft model: slot {} is ahead of its sequence", request.slot);
+  while (last - slot.n_done > left) {
+    const int64_t n_chunk = std::min(options_.n_batch, last - slot.n_done - left);
+    batch_.clear();
+    for (int64_t i = 0; i < n_chunk; ++i) {
+      batch_.add(request.tokens[slot.n_done + i], static_cast<int32_t>(slot.n_done + i), request.slot, false);
+    }
+    REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
+    slot.n_done += n_chunk;
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// Whether the request wants a draft and its next token has room in the draft model's context.
+bool drafts_for(const ProposeRequest& request, int64_t n_ctx) {
+  const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+  return request.max_draft >= 1 && last >= 0 && last < n_ctx - 1;
+}
+
+}  // namespace
+
+Status DraftModelProposer::catch_up(std::span<const ProposeRequest> requests) {
+  // A round's own catch-up is the token after the draft the target kept (a fully accepted draft's last token,
+  // never fed back); what lies before it the target decoded without the draft model.
+  constexpr int64_t kRoundCatchUp = 1;
+  for (const ProposeRequest& request : requests) {
+    if (drafts_for(request, state_->n_ctx())) REWIND_RETURN_IF_ERROR(catch_up_until(request, kRoundCatchUp));
+  }
+  return Status::ok();
+}
+
 Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
                                    std::vector<std::vector<DraftToken>>& drafts) {
   drafts.assign(requests.size(), {});
-  const int64_t n_batch = options_.n_batch;
-  // Each slot's round-0 run is kept under this, so all slots' runs fit one forward.
-  const int64_t per_slot = std::max<int64_t>(1, n_batch / options_.n_slots);
-  // Catch up on plain tokens (a prompt, or a fully accepted draft's last token) except the newest one, which
-  // opens the transaction; long catch-ups go in chunks of their own.
+  // Each slot's round-0 run is kept under this, so all slots' runs fit one forward; what catch_up left over
+  // beyond it (when the engine did not call it) goes in chunks of its own first.
+  const int64_t per_slot = std::max<int64_t>(1, options_.n_batch / options_.n_slots);
   std::vector<size_t> active;
   for (size_t r = 0; r < requests.size(); ++r) {
-    const ProposeRequest& request = requests[r];
-    SlotState& slot = slots_[request.slot];
-    const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
-    if (request.max_draft < 1 || last < 0 || last >= state_->n_ctx() - 1) continue;
-    if (slot.txn) return Status::errorf("draft model: slot {} still has an open transaction", request.slot);
-    if (slot.n_done > last) return Status::errorf("draft model: slot {} is ahead of its sequence", request.slot);
-    while (last - slot.n_done > per_slot - 1) {
-      const int64_t n_chunk = std::min(n_batch, last - slot.n_done - (per_slot - 1));
-      batch_.clear();
-      for (int64_t i = 0; i < n_chunk; ++i) {
-        batch_.add(request.tokens[slot.n_done + i], static_cast<int32_t>(slot.n_done + i), request.slot, false);
-      }
-      REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
-      slot.n_done += n_chunk;
-    }
+    if (!drafts_for(requests[r], state_->n_ctx())) continue;
+    REWIND_RETURN_IF_ERROR(catch_up_until(requests[r], per_slot - 1));
     active.push_back(r);
   }
   // Round 0: each slot's remaining catch-up (plain) and its newest token (the transaction's first); then one

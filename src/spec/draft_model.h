@@ -36,6 +36,7 @@ class DraftModelProposer final : public Proposer {
 
   std::string_view name() const override { return "draft"; }
   void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) override;
+  Status catch_up(std::span<const ProposeRequest> requests) override;
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
   Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
                            const float* hidden) override;
@@ -50,6 +51,9 @@ class DraftModelProposer final : public Proposer {
 
   DraftModelProposer(const DraftModelOptions& options, ThreadPool& pool) : options_(options), pool_(pool) {}
   DraftToken pick(SlotState& slot, const ProposeRequest& request, const float* logits);
+  // Runs the request's plain tokens through the draft model, in chunks of at most n_batch, until at most
+  // `left` of them remain before the newest token.
+  Status catch_up_until(const ProposeRequest& request, int64_t left);
 
   DraftModelOptions options_;
   ThreadPool& pool_;

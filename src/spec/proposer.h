@@ -35,6 +35,12 @@ class Proposer {
   // archive of another sequence and nothing the proposer holds for the slot is of this one.
   virtual void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) = 0;
 
+  // Work owed before the next propose that does not come with every round: a draft model's catch-up on tokens
+  // the target decoded without it (the prompt, steps decoded plainly while speculation was off). The engine
+  // leaves it out of the proposer cost it measures per draft length, which would otherwise charge a whole
+  // prompt to the one length that happened to draft first, and rule that length out.
+  virtual Status catch_up(std::span<const ProposeRequest>) { return Status::ok(); }
+
   // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none).
   virtual Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) = 0;
 
