@@ -15,7 +15,7 @@ set boxwidth 0.9
 set xtics rotate by 30 right nomirror
 set grid ytics
 set key top left vertical maxrows 2
-set yrange [0:1041.284636109583]
-set arrow from graph 0, first 693.0414669328266 to graph 1, first 693.0414669328266 nohead dt 2 lw 2 lc rgb '#6a3d9a' front
-set arrow from graph 0, first 786.8972497128098 to graph 1, first 786.8972497128098 nohead dt 2 lw 2 lc rgb '#b15928' front
-plot 'tokens_per_second_stdlib-heldout.dat' using 2:3:4:xtic(1) title '1 slot' lc rgb '#6a3d9a', 'tokens_per_second_stdlib-heldout.dat' using 5:6:7 title '4 slots' lc rgb '#b15928', keyentry with lines dt 2 lw 2 lc rgb '#6a3d9a' title 'plain, 1 slot (693.0)', keyentry with lines dt 2 lw 2 lc rgb '#b15928' title 'plain, 4 slots (786.9)'
+set yrange [0:1106.7456734092486]
+set arrow from graph 0, first 785.4576830009628 to graph 1, first 785.4576830009628 nohead dt 2 lw 2 lc rgb '#6a3d9a' front
+set arrow from graph 0, first 849.7262834975688 to graph 1, first 849.7262834975688 nohead dt 2 lw 2 lc rgb '#b15928' front
+plot 'tokens_per_second_stdlib-heldout.dat' using 2:3:4:xtic(1) title '1 slot' lc rgb '#6a3d9a', 'tokens_per_second_stdlib-heldout.dat' using 5:6:7 title '4 slots' lc rgb '#b15928', keyentry with lines dt 2 lw 2 lc rgb '#6a3d9a' title 'plain, 1 slot (785.5)', keyentry with lines dt 2 lw 2 lc rgb '#b15928' title 'plain, 4 slots (849.7)'

@@ -15,7 +15,7 @@ set boxwidth 0.9
 set xtics rotate by 30 right nomirror
 set grid ytics
 set key top left vertical maxrows 2
-set yrange [0:985.7336936580961]
-set arrow from graph 0, first 685.767668747396 to graph 1, first 685.767668747396 nohead dt 2 lw 2 lc rgb '#6a3d9a' front
-set arrow from graph 0, first 733.4229453935446 to graph 1, first 733.4229453935446 nohead dt 2 lw 2 lc rgb '#b15928' front
-plot 'tokens_per_second_stdlib-heldout.dat' using 2:3:4:xtic(1) title '1 slot' lc rgb '#6a3d9a', 'tokens_per_second_stdlib-heldout.dat' using 5:6:7 title '4 slots' lc rgb '#b15928', keyentry with lines dt 2 lw 2 lc rgb '#6a3d9a' title 'plain, 1 slot (685.8)', keyentry with lines dt 2 lw 2 lc rgb '#b15928' title 'plain, 4 slots (733.4)'
+set yrange [0:1041.143678436105]
+set arrow from graph 0, first 750.3204395846085 to graph 1, first 750.3204395846085 nohead dt 2 lw 2 lc rgb '#6a3d9a' front
+set arrow from graph 0, first 800.5764963859483 to graph 1, first 800.5764963859483 nohead dt 2 lw 2 lc rgb '#b15928' front
+plot 'tokens_per_second_stdlib-heldout.dat' using 2:3:4:xtic(1) title '1 slot' lc rgb '#6a3d9a', 'tokens_per_second_stdlib-heldout.dat' using 5:6:7 title '4 slots' lc rgb '#b15928', keyentry with lines dt 2 lw 2 lc rgb '#6a3d9a' title 'plain, 1 slot (750.3)', keyentry with lines dt 2 lw 2 lc rgb '#b15928' title 'plain, 4 slots (800.6)'
