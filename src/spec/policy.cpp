@@ -11,8 +11,11 @@ namespace {
 constexpr double kDecay = 0.95;
 // Speculation must beat plain decoding by this margin to be kept: verify-cost measurements are noisy.
 constexpr double kMinGain = 1.03;
-// Plain steps before a slot that fell back tries a draft again.
+// Plain steps before a slot that fell back tries a draft again; each probe that finds speculation still losing
+// doubles the wait, up to the cap, because a probe is not free (a draft model first reads every token decoded
+// without it, about a tenth of a step each) and a text that did not pay twice seldom starts to.
 constexpr int kProbeAfter = 32;
+constexpr int kMaxProbeAfter = 512;
 // Every this many rounds a slot drafts one token longer than its best length, so that a length whose cost
 // was measured once, badly, is measured again instead of being ruled out for good.
 constexpr int64_t kExploreEvery = 16;
@@ -91,7 +94,8 @@ DraftPolicy::DraftPolicy(int draft_min, int draft_max, bool adaptive)
       adaptive_(adaptive),
       // A prior worth two evaluations at 1/2: optimistic enough to try drafting, quickly overruled.
       accepted_weight_(1.0),
-      evaluated_weight_(2.0) {
+      evaluated_weight_(2.0),
+      probe_after_(kProbeAfter) {
   decisions_.rounds_by_length.assign(static_cast<size_t>(draft_max + 1), 0);
 }
 
@@ -100,12 +104,13 @@ double DraftPolicy::acceptance() const { return accepted_weight_ / evaluated_wei
 int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots) {
   if (!adaptive_) return draft_max_;
   if (off_) {
-    if (++plain_since_off_ < kProbeAfter) {
+    if (++plain_since_off_ < probe_after_) {
       ++decisions_.plain_steps;
       return 0;
     }
     // A probe: one short round, whatever the estimate says, so a text that became predictable is noticed.
     off_ = false;
+    probing_ = true;
     plain_since_off_ = 0;
     return draft_min_;
   }
@@ -125,7 +130,10 @@ int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer
       best_k = k;
     }
   }
+  const bool probe_failed = probing_;
+  probing_ = false;
   if (best_gain < kMinGain && evaluated_total_ >= kMinEvidence) {
+    probe_after_ = probe_failed ? std::min(2 * probe_after_, kMaxProbeAfter) : kProbeAfter;
     off_ = true;
     plain_since_off_ = 0;
     ++decisions_.fallbacks;

@@ -73,7 +73,9 @@ class DraftPolicy {
   double evaluated_weight_;
   int64_t evaluated_total_ = 0;  // draft tokens verified so far (accepted ones and the first rejected of a round)
   bool off_ = false;
+  bool probing_ = false;  // the last round was a probe
   int plain_since_off_ = 0;
+  int probe_after_;
   PolicyDecisions decisions_;
 };
 

@@ -114,6 +114,31 @@ TEST(DraftPolicy, LosingSpeculationFallsBackAndProbesAgain) {
   EXPECT_EQ(policy.decisions().fallbacks, 2);
 }
 
+// Each probe that finds speculation still losing doubles the wait for the next (a draft model's probe first
+// reads every token decoded without it), up to 512 plain steps; a probe after which speculation pays again
+// brings the wait back to 32.
+TEST(DraftPolicy, FailedProbesWaitLongerUntilOneSucceeds) {
+  const CostModel cost = linear_cost(0.004, 0.002);
+  DraftPolicy policy(1, 8, true);
+  const auto plain_until_probe = [&] {
+    int plain = 0;
+    while (plain < 2000 && policy.next_length(cost, ProposerCost{}, 1) == 0) ++plain;
+    return plain;
+  };
+  feed(policy, 40, 4, 0);
+  ASSERT_EQ(policy.next_length(cost, ProposerCost{}, 1), 0);
+  EXPECT_EQ(plain_until_probe(), 31);  // the fallback decision above was the first plain step
+  for (const int wait : {64, 128, 256, 512, 512}) {
+    policy.record(1, 0);
+    EXPECT_EQ(plain_until_probe(), wait);
+  }
+  feed(policy, 40, 4, 4);  // the text turned predictable: the probe led to speculation that pays
+  EXPECT_GE(policy.next_length(cost, ProposerCost{}, 1), 1);
+  feed(policy, 40, 4, 0);
+  ASSERT_EQ(policy.next_length(cost, ProposerCost{}, 1), 0);
+  EXPECT_EQ(plain_until_probe(), 31);
+}
+
 TEST(DraftPolicy, ANewSlotDraftsUntilItHasEvidence) {
   // A proposer costing 0.45 of a step per token and an extra verify token 20 %: at the prior's acceptance of
   // 1/2 no length pays ((1 + a) / 1.65 = 0.91 at k = 1), but the prior is no evidence. The slot drafts until
