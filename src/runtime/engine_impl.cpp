@@ -538,6 +538,17 @@ void EngineImpl::finish(Slot& slot, FinishReason reason, const std::string& erro
   if (callback) callback(event);
 }
 
+// A draft model reads the prompt behind the target, chunk by chunk: its prefill is then part of the time to the
+// first token, as in llama.cpp, instead of a stall in the first speculative round, and a long prompt's draft
+// prefill comes in the target's chunks rather than in one piece that holds up every other slot.
+Status EngineImpl::follow_prompt(const Slot& slot) {
+  if (!slot.policy) return Status::ok();
+  const spec::ProposeRequest request{slot.index, std::span<const int32_t>(slot.tokens.data(), slot.n_computed),
+                                     options_.spec.draft_max, &slot.sampler->params(), slot.n_prompt,
+                                     std::span<const int32_t>(slot.request.oracle_ids)};
+  return proposer_->catch_up(std::span<const spec::ProposeRequest>(&request, 1));
+}
+
 void EngineImpl::fail(Slot& slot, std::string_view stage, const Status& status) {
   log_warn("request {} failed at {}: {}", slot.request_id, stage, status.message());
   finish(slot, FinishReason::error, fmt::format("{} failed: {}", stage, status.message()));
@@ -859,7 +870,13 @@ Status EngineImpl::step() {
         continue;
       }
     }
-    if (run.first_position < slot.n_prompt) maybe_save_checkpoint(slot);
+    if (run.first_position < slot.n_prompt) {
+      maybe_save_checkpoint(slot);
+      if (const Status followed = follow_prompt(slot); !followed) {
+        fail(slot, "propose", followed);
+        continue;
+      }
+    }
     if (run.logit_row < 0) continue;
     if (Status fault = injected_fault(slot, "sample"); !fault) {
       fail(slot, "sample", fault);

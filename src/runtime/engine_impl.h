@@ -82,6 +82,7 @@ class EngineImpl final : public Engine {
   PromptCache::Entry cache_entry(Slot& slot, bool with_kv);
   // After a prompt chunk: a checkpoint at the prompt's end, and every checkpoint_every tokens of a long one.
   void maybe_save_checkpoint(Slot& slot);
+  Status follow_prompt(const Slot& slot);
   void assign_pending();
   void finish(Slot& slot, FinishReason reason, const std::string& error = {});
   // Ends a slot's request with an error at a stage of the step; its state, which the failure may have left

@@ -37,8 +37,9 @@ class Proposer {
 
   // Work owed before the next propose that does not come with every round: a draft model's catch-up on tokens
   // the target decoded without it (the prompt, steps decoded plainly while speculation was off). The engine
-  // leaves it out of the proposer cost it measures per draft length, which would otherwise charge a whole
-  // prompt to the one length that happened to draft first, and rule that length out.
+  // calls it after each prompt chunk the target ran (the tokens are the sequence so far) and before each
+  // propose, and leaves it out of the proposer cost it measures per draft length, which would otherwise charge
+  // a whole prompt to the one length that happened to draft first, and rule that length out.
   virtual Status catch_up(std::span<const ProposeRequest>) { return Status::ok(); }
 
   // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none).

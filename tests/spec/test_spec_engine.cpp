@@ -291,6 +291,27 @@ TEST(SpecOptions, DraftVocabularyKeepsTheOutputExact) {
   EXPECT_GT(drafted, 0);
 }
 
+// A draft model reads the prompt while the target does (its prefill belongs to the time to the first token, not
+// to the first speculative round): a request that ends with its first token, before any round, has already
+// written the draft model's KV rows.
+TEST(SpecOptions, DraftModelReadsThePromptWithTheTarget) {
+  const std::string model = "qwen35-tiny-f32.gguf";
+  RunConfig config;
+  config.model = model;
+  config.mode = "draft";
+  config.draft_model = test::twin_of(model);
+  auto engine = open(config);
+  ASSERT_NE(engine, nullptr);
+  const size_t before = engine->state_report().draft_model;
+  Request request;
+  request.prompt_ids = prompts()[0];
+  request.max_tokens = 1;
+  request.sampling.temperature = 0.0f;
+  ASSERT_TRUE(engine->submit(request, [](const TokenEvent&) {}).is_ok());
+  while (!engine->idle()) ASSERT_TRUE(engine->step().is_ok());
+  EXPECT_GT(engine->state_report().draft_model, before);
+}
+
 // A pure-attention model speculates with policy none (KV rows only need truncation).
 TEST(SpecOptions, AttentionOnlyModelsNeedNoRecurrentRollback) {
   EngineOptions options;
