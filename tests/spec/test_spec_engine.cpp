@@ -269,14 +269,20 @@ TEST(SpecOptions, BadOptionsAreRefusedWithAReason) {
   }, "draft-vocab 513 exceeds the draft model's vocabulary of 512 tokens");
 }
 
-// A draft model that scores only ids below 100 (the byte vocabulary's printable 'd'..'~' and above are out of
-// its reach) still gives exactly the plain output: the drafts it cannot make cost acceptance only.
-TEST(SpecOptions, DraftVocabularyKeepsTheOutputExact) {
-  const std::string model = "qwen35-tiny-f32.gguf";
+// The model with its perturbed twin as the draft model.
+RunConfig draft_model_config(const std::string& model) {
   RunConfig config;
   config.model = model;
   config.mode = "draft";
   config.draft_model = test::twin_of(model);
+  return config;
+}
+
+// A draft model that scores only ids below 100 (the byte vocabulary's printable 'd'..'~' and above are out of
+// its reach) still gives exactly the plain output: the drafts it cannot make cost acceptance only.
+TEST(SpecOptions, DraftVocabularyKeepsTheOutputExact) {
+  const std::string model = "qwen35-tiny-f32.gguf";
+  RunConfig config = draft_model_config(model);
   config.draft_vocab = 100;
   auto engine = open(config);
   ASSERT_NE(engine, nullptr);
@@ -295,12 +301,7 @@ TEST(SpecOptions, DraftVocabularyKeepsTheOutputExact) {
 // to the first speculative round): a request that ends with its first token, before any round, has already
 // written the draft model's KV rows.
 TEST(SpecOptions, DraftModelReadsThePromptWithTheTarget) {
-  const std::string model = "qwen35-tiny-f32.gguf";
-  RunConfig config;
-  config.model = model;
-  config.mode = "draft";
-  config.draft_model = test::twin_of(model);
-  auto engine = open(config);
+  auto engine = open(draft_model_config("qwen35-tiny-f32.gguf"));
   ASSERT_NE(engine, nullptr);
   const size_t before = engine->state_report().draft_model;
   Request request;
