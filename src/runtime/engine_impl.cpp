@@ -543,10 +543,13 @@ void EngineImpl::finish(Slot& slot, FinishReason reason, const std::string& erro
 // prefill comes in the target's chunks rather than in one piece that holds up every other slot.
 Status EngineImpl::follow_prompt(const Slot& slot) {
   if (!slot.policy) return Status::ok();
-  const spec::ProposeRequest request{slot.index, std::span<const int32_t>(slot.tokens.data(), slot.n_computed),
-                                     options_.spec.draft_max, &slot.sampler->params(), slot.n_prompt,
-                                     std::span<const int32_t>(slot.request.oracle_ids)};
+  const spec::ProposeRequest request = propose_request(slot, slot.n_computed, options_.spec.draft_max);
   return proposer_->catch_up(std::span<const spec::ProposeRequest>(&request, 1));
+}
+
+spec::ProposeRequest EngineImpl::propose_request(const Slot& slot, int64_t n_tokens, int max_draft) const {
+  return {slot.index, std::span<const int32_t>(slot.tokens.data(), static_cast<size_t>(n_tokens)), max_draft,
+          &slot.sampler->params(), slot.n_prompt, std::span<const int32_t>(slot.request.oracle_ids)};
 }
 
 void EngineImpl::fail(Slot& slot, std::string_view stage, const Status& status) {
@@ -687,8 +690,7 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     int k = slot.policy->next_length(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()));
     k = static_cast<int>(std::min<int64_t>(k, room));
     if (k < 1) continue;
-    requests.push_back({index, std::span<const int32_t>(slot.tokens), k, &slot.sampler->params(), slot.n_prompt,
-                        std::span<const int32_t>(slot.request.oracle_ids)});
+    requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), k));
     request_slots.push_back(index);
   }
   speculative_steps_since_plain_ = requests.empty() ? 0 : speculative_steps_since_plain_ + 1;

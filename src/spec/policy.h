@@ -27,8 +27,8 @@ class CostModel {
 };
 
 // Seconds of one proposer call by the draft length it produced, measured by the engine. A draft model's call is
-// one forward of the catch-up tokens and the first draft, then one forward per further draft, so its cost is not
-// proportional to the length: a long draft amortises the first forward.
+// one forward of the round's own catch-up token, the newest token and the first draft, then one forward per
+// further draft, so its cost is not proportional to the length: a long draft amortises the first forward.
 class ProposerCost {
  public:
   static constexpr int kMaxLength = 32;
