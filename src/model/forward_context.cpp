@@ -40,7 +40,11 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
       batch.want_logits.size() != batch.tokens.size()) {
     return Status::error("batch arrays have different lengths");
   }
+  if (batch.is_tree() && batch.parents.size() != batch.tokens.size()) {
+    return Status::error("batch arrays have different lengths");
+  }
   std::vector<uint8_t> slot_seen(static_cast<size_t>(state.n_slots()), 0);
+  int64_t run_begin = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t token = batch.tokens[i];
     if (token < 0 || token >= hp.n_vocab) {
@@ -56,13 +60,23 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
     }
     const bool continues_run = i > 0 && batch.slots[i - 1] == slot;
     if (continues_run) {
-      if (pos != batch.positions[i - 1] + 1) {
+      const int32_t parent = batch.parent(i);
+      if (parent < run_begin || parent >= i) {
+        return Status::errorf("slot {}: batch row {} has parent row {}, not an earlier row of the slot's run", slot,
+                              i, parent);
+      }
+      if (pos != batch.positions[parent] + 1) {
         return Status::errorf("slot {}: position {} at batch row {} does not follow position {}", slot, pos, i,
-                              batch.positions[i - 1]);
+                              batch.positions[parent]);
       }
     } else {
       if (slot_seen[slot]) return Status::errorf("slot {} appears in two separate runs of the batch", slot);
       slot_seen[slot] = 1;
+      if (batch.parent(i) != -1) {
+        return Status::errorf("slot {}: batch row {} starts the slot's run but has parent row {}", slot, i,
+                              batch.parent(i));
+      }
+      run_begin = i;
     }
   }
   // A slot with an open transaction: plain tokens only before its first position and before it ran anything,
@@ -72,19 +86,20 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
     int64_t end = i;
     while (end < n && batch.slots[end] == slot) ++end;
     REWIND_RETURN_IF_ERROR(state.check_state_kept(slot));
+    REWIND_RETURN_IF_ERROR(validate_tree(batch, state, i, end));
     if (state.in_transaction(slot)) {
       const int32_t first = state.txn_first_position(slot);
       const int64_t n_txn_before = state.txn_tokens(slot);
       int64_t n_in_txn = 0;
       for (int64_t r = i; r < end; ++r) n_in_txn += batch.positions[r] >= first ? 1 : 0;
       if (n_in_txn > 0) {
+        REWIND_RETURN_IF_ERROR(state.check_txn_room(slot, n_in_txn));
         const int32_t expected = first + static_cast<int32_t>(n_txn_before);
         const int32_t got = batch.positions[end - n_in_txn];
         if (got != expected) {
           return Status::errorf("slot {}: the transaction continues at position {}, the batch brings position {}",
                                 slot, expected, got);
         }
-        REWIND_RETURN_IF_ERROR(state.check_txn_room(slot, n_in_txn));
       }
       if (n_in_txn < end - i && n_txn_before > 0) {
         return Status::errorf("slot {}: plain tokens after its transaction started", slot);
@@ -93,6 +108,37 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
     i = end;
   }
   return Status::ok();
+}
+
+Status ForwardContext::validate_tree(const Batch& batch, const state::ModelState& state, int64_t begin,
+                                     int64_t end) const {
+  const int32_t slot = batch.slots[begin];
+  int64_t first_branch = -1;
+  for (int64_t r = begin + 1; r < end && first_branch < 0; ++r) first_branch = batch.parent(r) != r - 1 ? r : -1;
+  if (first_branch < 0) return Status::ok();
+  for (int64_t r = first_branch; r < end; ++r) {
+    if (batch.parent(r) == r - 1) continue;
+    if (!state.in_transaction(slot) || batch.positions[r] <= state.txn_first_position(slot)) {
+      return Status::errorf("slot {}: batch row {} branches outside a transaction (a token tree is a transaction's)",
+                            slot, r);
+    }
+  }
+  const int64_t last_kv_row = batch.positions[begin] + (end - 1 - begin);
+  if (last_kv_row >= state.n_ctx()) {
+    return Status::errorf("slot {}: a tree of {} rows from position {} needs KV row {}, outside the context [0, {})",
+                          slot, end - begin, batch.positions[begin], last_kv_row, state.n_ctx());
+  }
+  // Depth first: each row's parent is on the path from the run's first row to the row before it.
+  std::vector<int64_t> path{begin};
+  for (int64_t r = begin + 1; r < end; ++r) {
+    while (!path.empty() && path.back() != batch.parent(r)) path.pop_back();
+    if (path.empty()) {
+      return Status::errorf("slot {}: batch row {} follows row {}, whose subtree had ended: a token tree's rows must "
+                            "come in depth-first order", slot, r, batch.parent(r));
+    }
+    path.push_back(r);
+  }
+  return state.check_tree_support(slot);
 }
 
 void ForwardContext::begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings) {
@@ -104,6 +150,41 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
     if (i == 0 || batch.slots[i] != batch.slots[i - 1]) slot_spans_.push_back({batch.slots[i], i, i});
     slot_spans_.back().end = i + 1;
   }
+  kv_rows_.resize(static_cast<size_t>(batch.size()));
+  key_paths_.assign(slot_spans_.size(), kernels::cpu::KeyPaths{});
+  key_path_rows_.clear();
+  for (size_t si = 0; si < slot_spans_.size(); ++si) {
+    const SlotSpan& span = slot_spans_[si];
+    bool chain = true;
+    for (int64_t i = span.begin; i < span.end; ++i) {
+      kv_rows_[i] = batch.positions[span.begin] + static_cast<int32_t>(i - span.begin);
+      chain = chain && (i == span.begin || batch.parent(i) == i - 1);
+    }
+    if (chain) continue;
+    // Row t's keys from the span's first position on: its ancestors' KV rows and its own, shallowest first.
+    kernels::cpu::KeyPaths& paths = key_paths_[si];
+    paths.mapped_from = batch.positions[span.begin];
+    for (int64_t i = span.begin; i < span.end; ++i) {
+      paths.stride = std::max<int64_t>(paths.stride, batch.positions[i] - paths.mapped_from + 1);
+    }
+    const size_t offset = key_path_rows_.size();
+    key_path_rows_.resize(offset + static_cast<size_t>((span.end - span.begin) * paths.stride), 0);
+    for (int64_t i = span.begin; i < span.end; ++i) {
+      int32_t* rows = key_path_rows_.data() + offset + (i - span.begin) * paths.stride;
+      for (int64_t a = i; a >= span.begin; a = batch.parent(a)) rows[batch.positions[a] - paths.mapped_from] = kv_rows_[a];
+    }
+  }
+  // Pointers into key_path_rows_ once it has stopped growing.
+  {
+    size_t offset = 0;
+    for (size_t si = 0; si < slot_spans_.size(); ++si) {
+      kernels::cpu::KeyPaths& paths = key_paths_[si];
+      if (paths.stride == 0) continue;
+      paths.rows = key_path_rows_.data() + offset;
+      offset += static_cast<size_t>((slot_spans_[si].end - slot_spans_[si].begin) * paths.stride);
+    }
+  }
+  run_parents_.resize(static_cast<size_t>(batch.size()));
   recurrent_runs_.clear();
   for (const SlotSpan& span : slot_spans_) {
     int64_t split = span.begin;
@@ -119,6 +200,15 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
       recurrent_runs_.push_back(
           {{span.slot, split, span.end}, state.span_state(span.slot, true, split == span.begin)});
     }
+  }
+  for (RecurrentRun& run : recurrent_runs_) {
+    bool chain = true;
+    for (int64_t i = run.span.begin; i < run.span.end; ++i) {
+      const int32_t parent = batch.parent(i);
+      run_parents_[i] = parent >= run.span.begin ? static_cast<int32_t>(parent - run.span.begin) : -1;
+      chain = chain && run_parents_[i] == i - run.span.begin - 1;
+    }
+    if (!chain) run.parents = run_parents_.data() + run.span.begin;
   }
   // Embedding rows are dequantized one token at a time: a token reads only its own row.
   const auto& embd_traits = tensor::dtype_traits(embeddings.dtype);
@@ -169,7 +259,11 @@ Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std
         n_txn += run.span.end - run.span.begin;
       }
     }
-    state.finish_forward(span.slot, span.end - span.begin - n_txn, n_txn);
+    const int32_t* txn_parents = nullptr;
+    for (const RecurrentRun& run : recurrent_runs_) {
+      if (run.span.slot == span.slot && run.parents != nullptr) txn_parents = run.parents;
+    }
+    state.finish_forward(span.slot, span.end - span.begin - n_txn, n_txn, txn_parents);
   }
   finish(batch, model_.weights().output, logits);
   return Status::ok();

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "model/batch.h"
 #include "state/model_state.h"
@@ -21,6 +22,8 @@ class Model;
 struct RecurrentRun {
   SlotSpan span;
   state::SpanState state;
+  // A tree run: token t's parent within the run (-1: the run's starting state); null for a chain.
+  const int32_t* parents = nullptr;
 };
 
 class ForwardContext {
@@ -51,6 +54,14 @@ class ForwardContext {
   const Batch& batch() const { return *batch_; }
   const std::vector<SlotSpan>& slot_spans() const { return slot_spans_; }
   const std::vector<RecurrentRun>& recurrent_runs() const { return recurrent_runs_; }
+  // The KV row a batch row writes: its position along a chain; in a tree, its run's first position plus its
+  // index in the run (siblings share a position).
+  int32_t kv_row(int64_t row) const { return kv_rows_[row]; }
+  // The key rows of a slot span's tree for the attention kernels; null for a chain.
+  const kernels::cpu::KeyPaths* key_paths(int64_t span_index) const {
+    const kernels::cpu::KeyPaths& paths = key_paths_[span_index];
+    return paths.rows != nullptr ? &paths : nullptr;
+  }
   state::KvCache& kv() { return state_->kv(); }
   state::RecurrentCache& recurrent() { return state_->recurrent(); }
   state::ModelState& state() { return *state_; }
@@ -64,6 +75,9 @@ class ForwardContext {
 
  private:
   Status validate(const Batch& batch, const state::ModelState& state) const;
+  // A slot's run [begin, end) that is a token tree: in a transaction under a policy that runs trees, depth
+  // first, its KV rows inside the context.
+  Status validate_tree(const Batch& batch, const state::ModelState& state, int64_t begin, int64_t end) const;
   void begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings);
   void finish(const Batch& batch, const tensor::Tensor& head, std::vector<float>& logits);
 
@@ -75,6 +89,10 @@ class ForwardContext {
   state::ModelState* state_ = nullptr;
   std::vector<SlotSpan> slot_spans_;
   std::vector<RecurrentRun> recurrent_runs_;
+  std::vector<int32_t> kv_rows_;
+  std::vector<int32_t> run_parents_;           // per batch row, for the runs that are trees
+  std::vector<kernels::cpu::KeyPaths> key_paths_;  // per slot span
+  std::vector<int32_t> key_path_rows_;
   kernels::cpu::MatmulScratch matmul_scratch_;
   std::vector<float> hidden_;
   std::vector<std::vector<float>> buffers_;

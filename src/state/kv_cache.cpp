@@ -1,6 +1,7 @@
 #include "state/kv_cache.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace rwd::state {
 namespace {
@@ -64,6 +65,18 @@ void KvCache::write_v(int il, int slot, int64_t pos, const float* row) {
   const size_t row_bytes = v_row_bytes(il);
   tensor::dtype_traits(v_type_).from_float(row, grown(v_, il, slot, pos, row_bytes) + pos * row_bytes,
                                            v_row_floats(il));
+}
+
+void KvCache::copy_row(int slot, int64_t from, int64_t to) {
+  for (int il = 0; il < n_layers(); ++il) {
+    for (auto [rows, row_bytes] : {std::pair{&k_, k_row_bytes(il)}, std::pair{&v_, v_row_bytes(il)}}) {
+      std::vector<uint8_t>& layer_rows = (*rows)[index(il, slot)];
+      REWIND_CHECK(from >= 0 && to >= 0 && to <= from, "kv slot {}: a row moves from {} to {}", slot, from, to);
+      // A layer the forward did not run (an MTP block's, while the trunk verifies) has no such rows.
+      if (static_cast<size_t>(from + 1) * row_bytes > layer_rows.size()) continue;
+      std::copy_n(layer_rows.data() + from * row_bytes, row_bytes, layer_rows.data() + to * row_bytes);
+    }
+  }
 }
 
 size_t KvCache::bytes_per_slot() const {

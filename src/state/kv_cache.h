@@ -44,6 +44,9 @@ class KvCache {
   // rows: take k_rows()/v_rows() after writing.
   void write_k(int il, int slot, int64_t pos, const float* row);
   void write_v(int il, int slot, int64_t pos, const float* row);
+  // Copies row `from` of a slot over an earlier row `to` in every layer that has row `from`, K and V (a tree's
+  // kept path moving into place).
+  void copy_row(int slot, int64_t from, int64_t to);
   // All rows of a slot as the attention kernels read them: every position written so far is there (read only
   // positions < length). MLA layers have no V rows (their values are read from the K rows).
   kernels::cpu::KvRows k_rows(int il, int slot) const { return {k_[index(il, slot)].data(), k_type_, k_row_bytes(il)}; }

@@ -63,6 +63,13 @@ RingOverflow ring_overflow(int64_t count, int64_t capacity, int64_t n) {
   return {from_ring, n_fold - from_ring};
 }
 
+// Transaction token indices 0 .. n - 1: the path of a chain.
+std::vector<int32_t> chain_prefix(int64_t n) {
+  std::vector<int32_t> path(static_cast<size_t>(n));
+  for (size_t d = 0; d < path.size(); ++d) path[d] = static_cast<int32_t>(d);
+  return path;
+}
+
 }  // namespace
 
 std::string_view rollback_policy_name(RollbackPolicy policy) {
@@ -106,13 +113,25 @@ int planes_for(const StateOptions& options) {
 
 }  // namespace
 
+Result<CommitResult> Transaction::commit_path(const std::vector<int32_t>& path) {
+  if (state_ == nullptr || !state_->slots_[slot_].txn_open) {
+    return Status::errorf("slot {}: the transaction was already committed", slot_);
+  }
+  Result<CommitResult> result = state_->commit_path(slot_, path);
+  if (result.is_ok()) state_ = nullptr;
+  return result;
+}
+
 int64_t Transaction::n_tokens() const { return state_ != nullptr ? state_->slots_[slot_].txn_tokens : 0; }
 
 Result<CommitResult> Transaction::commit(int64_t n_keep) {
   if (state_ == nullptr || !state_->slots_[slot_].txn_open) {
     return Status::errorf("slot {}: the transaction was already committed", slot_);
   }
-  Result<CommitResult> result = state_->commit(slot_, n_keep);
+  // The first n_keep tokens of a tree are kept only when they are a chain from its root.
+  Result<CommitResult> result = state_->slots_[slot_].tree && n_keep > 0
+                                    ? state_->commit_path(slot_, chain_prefix(n_keep))
+                                    : state_->commit(slot_, n_keep, n_keep - 1);
   // Detached once committed: the slot's next transaction is not this handle's to commit or roll back.
   if (result.is_ok()) state_ = nullptr;
   return result;
@@ -256,14 +275,37 @@ Result<Transaction> ModelState::begin(int slot, int32_t first_position) {
   txn.txn_first_plane = recurrent_.current_plane(slot);
   txn.txn_first_position = first_position;
   txn.txn_tokens = 0;
+  txn.tree = false;
+  txn.parents.clear();
   return Transaction(this, slot, first_position);
 }
 
 Status ModelState::check_txn_room(int slot, int64_t n_tokens) const {
   const SlotTxn& txn = slots_[slot];
+  if (txn.tree) {
+    return Status::errorf("slot {}: its transaction ran a token tree and takes no more tokens; commit a path", slot);
+  }
   if (txn.txn_tokens + n_tokens > options_.max_txn_tokens) {
     return Status::errorf("slot {}: {} more tokens would exceed the transaction's limit of {} ({} already run)", slot,
                           n_tokens, options_.max_txn_tokens, txn.txn_tokens);
+  }
+  return Status::ok();
+}
+
+Status ModelState::check_tree_support(int slot) const {
+  const SlotTxn& txn = slots_[slot];
+  if (!txn.txn_open) return Status::errorf("slot {}: a token tree outside a transaction", slot);
+  if (txn.txn_tokens > 0) {
+    return Status::errorf("slot {}: a token tree must be its transaction's first forward ({} tokens already run)",
+                          slot, txn.txn_tokens);
+  }
+  if (!has_recurrent_layers()) return Status::ok();
+  const bool supported = (options_.policy == RollbackPolicy::replay && !options_.txn_working_copy) ||
+                         options_.policy == RollbackPolicy::snapshot;
+  if (!supported) {
+    return Status::errorf("slot {}: token trees run under the replay (without a working copy) and snapshot policies, "
+                          "not {}", slot, options_.txn_working_copy ? "replay with a working copy"
+                                                                    : rollback_policy_name(options_.policy));
   }
   return Status::ok();
 }
@@ -415,10 +457,15 @@ Status ModelState::check_state_kept(int slot) const {
       slot, options_.max_txn_tokens);
 }
 
-void ModelState::finish_forward(int slot, int64_t n_plain, int64_t n_txn) {
+void ModelState::finish_forward(int slot, int64_t n_plain, int64_t n_txn, const int32_t* txn_parents) {
   SlotTxn& txn = slots_[slot];
   REWIND_CHECK(n_txn == 0 || txn.txn_open, "slot {}: transaction tokens without a transaction", slot);
   if (options_.rewind_depth > 0) advance_ring(slot, n_plain);
+  for (int64_t t = 0; t < n_txn; ++t) {
+    const int64_t parent = txn_parents != nullptr ? txn_parents[t] : t - 1;
+    txn.parents.push_back(static_cast<int32_t>(parent >= 0 ? txn.txn_tokens + parent : txn.txn_tokens - 1));
+  }
+  txn.tree = txn.tree || txn_parents != nullptr;
   txn.txn_tokens += n_txn;
   txn.pending_records = 0;  // every forward of the slot folded them in its first run
 }
@@ -440,7 +487,57 @@ RollbackCounters ModelState::total_counters() const {
   return total;
 }
 
-Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
+Result<CommitResult> ModelState::commit_path(int slot, const std::vector<int32_t>& path) {
+  const SlotTxn& txn = slots_[slot];
+  bool prefix = true;
+  for (size_t d = 0; d < path.size(); ++d) {
+    const int32_t node = path[d];
+    if (node < 0 || node >= txn.txn_tokens) {
+      return Status::errorf("slot {}: path entry {} is token {}, outside the transaction's {}", slot, d, node,
+                            txn.txn_tokens);
+    }
+    const int32_t expected_parent = d == 0 ? -1 : path[d - 1];
+    if (txn.parents[node] != expected_parent) {
+      return Status::errorf("slot {}: path entry {} is token {}, whose parent is {}, not {}", slot, d, node,
+                            txn.parents[node], expected_parent);
+    }
+    prefix = prefix && node == static_cast<int32_t>(d);
+  }
+  const auto n_keep = static_cast<int64_t>(path.size());
+  if (prefix) return commit(slot, n_keep, n_keep - 1);
+  REWIND_CHECK(txn.tree, "slot {}: a branching path through a chain", slot);
+  compact_path(slot, path);
+  return commit(slot, n_keep, path.back());
+}
+
+void ModelState::compact_path(int slot, const std::vector<int32_t>& path) {
+  const int32_t first_row = slots_[slot].txn_first_position;
+  for (size_t d = 0; d < path.size(); ++d) {
+    if (path[d] == static_cast<int32_t>(d)) continue;
+    kv_.copy_row(slot, first_row + path[d], first_row + static_cast<int64_t>(d));
+  }
+  if (records_.empty()) return;
+  for (int rl = 0; rl < recurrent_.n_layers(); ++rl) {
+    const RecurrentSpec& spec = recurrent_.spec(rl);
+    const LayerRecords log = records(rl, slot);
+    for (size_t d = 0; d < path.size(); ++d) {
+      const auto from = static_cast<int64_t>(path[d]);
+      const auto to = static_cast<int64_t>(d);
+      if (from == to) continue;
+      const auto move = [&](float* array, int64_t floats) {
+        std::copy_n(array + from * floats, floats, array + to * floats);
+      };
+      move(log.conv_in, spec.conv_channels);
+      move(log.k, spec.record_k_floats());
+      move(log.u, spec.record_u_floats());
+      move(log.decay, spec.record_decay_floats());
+    }
+    count_written(slot,
+                  path.size() * static_cast<size_t>(spec.record_floats()) * sizeof(float), false);
+  }
+}
+
+Result<CommitResult> ModelState::commit(int slot, int64_t n_keep, int64_t last_kept) {
   SlotTxn& txn = slots_[slot];
   if (n_keep < 0 || n_keep > txn.txn_tokens) {
     return Status::errorf("slot {}: cannot keep {} tokens of a transaction that ran {}", slot, n_keep,
@@ -461,7 +558,7 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
         // The kept token's plane becomes the current one: nothing moves. The transaction's first plane holds
         // the state before it until its last possible token overwrites it.
         if (n_keep > 0) {
-          recurrent_.set_current_plane(slot, snapshot_plane(slot, n_keep - 1));
+          recurrent_.set_current_plane(slot, snapshot_plane(slot, last_kept));
         } else if (txn.txn_tokens == recurrent_.n_planes()) {
           return Status::errorf(
               "slot {}: the snapshot policy cannot roll back all {} tokens of a transaction that ran as many as it "
@@ -489,6 +586,8 @@ Result<CommitResult> ModelState::commit(int slot, int64_t n_keep) {
   }
   txn.txn_open = false;
   txn.txn_tokens = 0;
+  txn.tree = false;
+  txn.parents.clear();
   return result;
 }
 
@@ -501,10 +600,12 @@ void ModelState::roll_back(int slot) {
     counters_[slot].tokens_rolled_back += txn.txn_tokens;
     txn.txn_open = false;
     txn.txn_tokens = 0;
+    txn.tree = false;
+    txn.parents.clear();
     txn.state_lost = true;
     return;
   }
-  auto result = commit(slot, 0);
+  auto result = commit(slot, 0, -1);
   REWIND_CHECK(result.is_ok(), "rolling back slot {}: {}", slot, result.status().message());
 }
 

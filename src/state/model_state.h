@@ -125,6 +125,11 @@ class Transaction {
   // Keeps the first n_keep tokens the transaction ran and rolls the rest back. Refused (state unchanged) when
   // n_keep is negative or more than were run, or when the transaction was already committed.
   Result<CommitResult> commit(int64_t n_keep);
+  // Keeps one path of a transaction that ran a token tree: `path` lists transaction token indices, a root (a
+  // token that followed the state before the transaction) first, each next one a child of the one before. The
+  // path's KV rows move to the rows of its positions and its records become the kept ones; everything else is
+  // rolled back. An empty path keeps nothing. Refused (state unchanged) when `path` is not such a path.
+  Result<CommitResult> commit_path(const std::vector<int32_t>& path);
 
  private:
   friend class ModelState;
@@ -201,6 +206,10 @@ class ModelState {
   int64_t txn_tokens(int slot) const { return slots_[slot].txn_tokens; }
   // Checks that n tokens more fit the slot's open transaction.
   Status check_txn_room(int slot, int64_t n_tokens) const;
+  // Whether the slot's open transaction can run a token tree now: its first forward, under replay (without a
+  // working copy) or snapshot. The checkpoint policy would re-run a kept path anyway; a working copy serves a
+  // draft model's one-token chains.
+  Status check_tree_support(int slot) const;
   SpanState span_state(int slot, bool in_txn, bool first_run_of_slot) const;
   // The transaction record log: record_capacity() entries per layer and slot, index 0 the oldest.
   LayerRecords records(int rl, int slot);
@@ -227,8 +236,11 @@ class ModelState {
   // A conv window's worth of scratch for the replay mode's copy (any layer).
   float* conv_scratch() { return conv_scratch_.data(); }
   // After a forward: the slot ran n_plain tokens in place (committed: they enter the rewind ring) and then
-  // n_txn tokens of its transaction.
-  void finish_forward(int slot, int64_t n_plain, int64_t n_txn);
+  // n_txn tokens of its transaction, a tree when txn_parents is given (each token's parent among them, -1 for
+  // the state before the transaction).
+  void finish_forward(int slot, int64_t n_plain, int64_t n_txn, const int32_t* txn_parents = nullptr);
+  // The parent of each token of the slot's open transaction: i - 1 along a chain, the tree's otherwise.
+  const std::vector<int32_t>& txn_parents(int slot) const { return slots_[slot].parents; }
   // Accounting hook for the blocks: bytes the rollback machinery wrote for a slot during a forward.
   void count_written(int slot, size_t bytes, bool full_copy);
 
@@ -242,6 +254,8 @@ class ModelState {
     int64_t pending_records = 0;  // records of a replay commit not yet applied to the checkpoint
     int txn_first_plane = 0;      // snapshot policy: the current plane when the transaction began
     bool state_lost = false;
+    bool tree = false;             // the open transaction ran a token tree
+    std::vector<int32_t> parents;  // per token run in the open transaction
   };
 
   // A slot's rewind ring: entry i (0 the oldest) of each layer's arrays sits at (head + i) % rewind_depth.
@@ -250,7 +264,11 @@ class ModelState {
     int64_t count = 0;
   };
 
-  Result<CommitResult> commit(int slot, int64_t n_keep);
+  // Keeps n_keep tokens whose last one is transaction token last_kept (n_keep - 1 along a chain).
+  Result<CommitResult> commit(int slot, int64_t n_keep, int64_t last_kept);
+  Result<CommitResult> commit_path(int slot, const std::vector<int32_t>& path);
+  // Moves the records and KV rows of path[d] to index d, for d in order (path[d] >= d).
+  void compact_path(int slot, const std::vector<int32_t>& path);
   // Rolls the open transaction back; a snapshot transaction that ran one token per plane cannot be, and
   // leaves the slot's state lost instead.
   void roll_back(int slot);

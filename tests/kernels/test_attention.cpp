@@ -255,6 +255,63 @@ TEST_P(AttentionTest, BatchAndThreadInvariant) {
   }
 }
 
+// A token tree's keys (tree speculation): nodes at KV rows first + index, siblings sharing a position. Each
+// node's output equals, bit for bit, that of the same query over rows laid out along its path (its ancestors'
+// rows moved to their positions), with windows that start before, inside and after the tree's first position,
+// for each type the cache stores.
+TEST_P(AttentionTest, TreeKeyPathsEqualTheirPathsLaidOut) {
+  const Isa isa = GetParam();
+  REWIND_SKIP_UNLESS_AVAILABLE(isa);
+  test::Random random(101);
+  const std::vector<int32_t> parents = {-1, 0, 1, 2, 1, 4, 0, 6};
+  const auto n = static_cast<int64_t>(parents.size());
+  const int64_t first = 200;  // the root's position and KV row
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) positions[t] = parents[t] < 0 ? first : positions[parents[t]] + 1;
+  int64_t depth = 0;
+  for (int32_t position : positions) depth = std::max<int64_t>(depth, position - first + 1);
+  std::vector<int32_t> path_rows(static_cast<size_t>(n * depth), -1);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t a = t; a >= 0; a = parents[a]) path_rows[t * depth + positions[a] - first] = static_cast<int32_t>(first + a);
+  }
+  const kernels::cpu::KeyPaths paths{first, path_rows.data(), depth};
+  for (int64_t window : {0, 2, 150}) {
+    for (tensor::DType type : {tensor::DType::f32, tensor::DType::f16, tensor::DType::q8_0}) {
+      const AttentionParams params{.n_head = 4, .n_head_kv = 2, .head_dim = 64, .scale = 0.125f, .window = window};
+      const int64_t n_kv = first + n;
+      const Inputs inputs = make_inputs(random, params, n_kv, positions);
+      const int64_t row = params.n_head_kv * params.head_dim;
+      const size_t row_bytes = tensor::row_bytes(type, row);
+      std::vector<uint8_t> k(n_kv * row_bytes), v(n_kv * row_bytes);
+      for (int64_t r = 0; r < n_kv; ++r) {
+        tensor::dtype_traits(type).from_float(inputs.k.data() + r * row, k.data() + r * row_bytes, row);
+        tensor::dtype_traits(type).from_float(inputs.v.data() + r * row, v.data() + r * row_bytes, row);
+      }
+      const auto group = isa == Isa::scalar ? kernels::cpu::detail::attention_group_scalar
+                                            : kernels::cpu::detail::attention_group_avx2;
+      std::vector<float> out = test::nan_filled(n * params.n_head * params.head_dim);
+      ThreadPool pool(2);
+      kernels::cpu::detail::attention_with(group, inputs.q.data(), positions.data(), n, {k.data(), type, row_bytes},
+                                           {v.data(), type, row_bytes}, n_kv, out.data(), params, &pool, &paths);
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<uint8_t> k_laid = k, v_laid = v;
+        for (int64_t d = 0; d <= positions[t] - first; ++d) {
+          const int32_t source = path_rows[t * depth + d];
+          std::memcpy(k_laid.data() + (first + d) * row_bytes, k.data() + source * row_bytes, row_bytes);
+          std::memcpy(v_laid.data() + (first + d) * row_bytes, v.data() + source * row_bytes, row_bytes);
+        }
+        const int64_t q_row = params.n_head * params.head_dim;
+        std::vector<float> alone = test::nan_filled(q_row);
+        kernels::cpu::detail::attention_with(group, inputs.q.data() + t * q_row, positions.data() + t, 1,
+                                             {k_laid.data(), type, row_bytes}, {v_laid.data(), type, row_bytes},
+                                             positions[t] + 1, alone.data(), params, nullptr);
+        EXPECT_TRUE(test::same_bits(std::vector<float>(out.begin() + t * q_row, out.begin() + (t + 1) * q_row), alone))
+            << "node " << t << " window " << window << " " << tensor::dtype_name(type);
+      }
+    }
+  }
+}
+
 // Query heads sharing a KV head are split into sub-groups by thread count (16 heads over 1 KV head: 2 groups of
 // 8 on one thread, 5 groups with 5 threads, ...); a head's bits must not depend on which group it landed in.
 TEST_P(AttentionTest, HeadGroupingInvariant) {

@@ -126,6 +126,38 @@ TEST_P(Conv1dTest, CarriedWindowEqualsOneCall) {
   }
 }
 
+// A token tree's conv (tree speculation): each node's output equals that of its path run token by token from
+// the window, whose bits the tree leaves alone. Paths shorter and longer than the window, branching at the root.
+TEST(Conv1dTree, NodesEqualTheirPathsRunAlone) {
+  const std::vector<int32_t> parents = {-1, 0, 1, 2, 3, 1, 5, 0, 7, 0};
+  const auto n = static_cast<int64_t>(parents.size());
+  for (int64_t d_conv : {1, 2, 4}) {
+    for (int64_t n_channels : {7, 768 + 5}) {
+      const Inputs in = make_inputs(n, n_channels, d_conv, 13);
+      std::vector<float> window = in.window;
+      std::vector<float> scratch((d_conv - 1) * n_channels);
+      std::vector<float> out = test::nan_filled(n * n_channels);
+      kernels::cpu::causal_conv1d_tree(in.x.data(), n, parents.data(), n_channels, in.weight.data(), d_conv,
+                                       in.bias.data(), window.data(), scratch.data(), out.data());
+      EXPECT_TRUE(test::same_bits(window, in.window)) << "the tree wrote the window";
+      for (int64_t node = 0; node < n; ++node) {
+        std::vector<int64_t> path;
+        for (int64_t a = node; a >= 0; a = parents[a]) path.insert(path.begin(), a);
+        std::vector<float> path_window = in.window;
+        std::vector<float> path_out = test::nan_filled(n_channels);
+        for (int64_t a : path) {
+          kernels::cpu::causal_conv1d(in.x.data() + a * n_channels, 1, n_channels, in.weight.data(), d_conv,
+                                      in.bias.data(), path_window.data(), path_out.data());
+        }
+        EXPECT_TRUE(test::same_bits(std::vector<float>(out.begin() + node * n_channels,
+                                                       out.begin() + (node + 1) * n_channels),
+                                    path_out))
+            << "d_conv=" << d_conv << " C=" << n_channels << " node " << node;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, Conv1dTest, ::testing::Values(Isa::scalar, Isa::avx2), test::isa_test_name);
 
 TEST(Conv1dDispatch, PublicFunctionUsesSelectedPath) {

@@ -392,6 +392,73 @@ TEST_P(GatedDeltaTest, FoldAndAheadRecordsReproduceTheInPlaceRun) {
   }
 }
 
+// A token tree (tree speculation) in one read-only call: each node's output and correction equal those of its
+// path run token by token from the state after the `ahead` records, and the state keeps only the fold. The
+// trees branch at the root, mid-path and at a leaf's parent, with chains of only children between; with 2
+// threads heads are also cut into row ranges, each of which walks the tree on its own copies.
+TEST_P(GatedDeltaTest, TreeNodesEqualTheirPathsRunAlone) {
+  const Isa isa = GetParam();
+  REWIND_SKIP_UNLESS_AVAILABLE(isa);
+  const auto apply_fn = isa == Isa::scalar ? kernels::cpu::detail::apply_record_rows_scalar
+                                           : kernels::cpu::detail::apply_record_rows_avx2;
+  const std::vector<std::vector<int32_t>> trees = {
+      {-1, 0, 1, 2, 1, 4, 5, 0, 7, 7},  // depth-first: 0-1-2-3, 1-4-5-6, 0-7-8, 7-9
+      {-1, 0, 0, 0, 3, 4, 5, 6, 6, 0},
+  };
+  ThreadPool pool(2);
+  for (const Case& c : {Case{2, 4, 48, 40, true, KeyHeadMapping::modulo, true},
+                        Case{1, 2, 40, 72, false, KeyHeadMapping::divide, true},
+                        Case{1, 2, 16, 24, false, KeyHeadMapping::divide, false}}) {
+    for (const std::vector<int32_t>& parents : trees) {
+      const auto n = static_cast<int64_t>(parents.size());
+      const int64_t n_ahead = 2;
+      // Tokens 0 .. n_ahead - 1 are the records ahead of the tree, run in place first to make them.
+      const Inputs in = make_inputs(c, n_ahead + n, 31);
+      const GatedDeltaParams& p = in.params;
+      std::vector<float> ahead_state = in.state;
+      std::vector<float> ahead_u = test::nan_filled(in.v_row(n_ahead, 0));
+      std::vector<float> ahead_out = test::nan_filled(in.v_row(n_ahead, 0));
+      run_tokens(isa, in, 0, n_ahead, ahead_state.data(), ahead_out.data(), ahead_u.data(), nullptr);
+      std::vector<float> ahead_decay(static_cast<size_t>(n_ahead * p.n_head_v * in.n_decay()));
+      (isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
+                          : kernels::cpu::detail::gated_delta_decay_avx2)(in.g.data(), ahead_decay.data(),
+                                                                          static_cast<int64_t>(ahead_decay.size()));
+      for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> state = in.state;
+        std::vector<float> out = test::nan_filled(n * p.n_head_v * p.head_v_dim);
+        std::vector<float> u = test::nan_filled(n * p.n_head_v * p.head_v_dim);
+        kernels::cpu::GatedDeltaStateIo io;
+        io.ahead = {in.k.data(), ahead_u.data(), ahead_decay.data(), n_ahead};
+        io.read_only = true;
+        io.parents = parents.data();
+        kernels::cpu::detail::gated_delta_rule_with(
+            rows_fn(isa), apply_fn,
+            {in.q.data() + n_ahead * p.n_head_k * p.head_k_dim, in.k.data() + n_ahead * p.n_head_k * p.head_k_dim,
+             in.v.data() + in.v_row(n_ahead, 0), in.g.data() + n_ahead * p.n_head_v * in.n_decay(),
+             in.beta.data() + n_ahead * p.n_head_v, n, state.data(), out.data(), u.data(), p},
+            io, threads);
+        EXPECT_TRUE(test::same_bits(state, in.state)) << describe(c) << ": a read-only tree wrote the state";
+        for (int64_t node = 0; node < n; ++node) {
+          std::vector<int64_t> path;
+          for (int64_t a = node; a >= 0; a = parents[a]) path.insert(path.begin(), a);
+          std::vector<float> path_state = ahead_state;
+          std::vector<float> path_out = test::nan_filled(p.n_head_v * p.head_v_dim);
+          std::vector<float> path_u = test::nan_filled(p.n_head_v * p.head_v_dim);
+          for (int64_t a : path) {
+            run_tokens(isa, in, n_ahead + a, n_ahead + a + 1, path_state.data(), path_out.data(), path_u.data(),
+                       nullptr);
+          }
+          const auto row = [&](const std::vector<float>& values) {
+            return std::vector<float>(values.begin() + in.v_row(node, 0), values.begin() + in.v_row(node + 1, 0));
+          };
+          EXPECT_TRUE(test::same_bits(row(out), path_out)) << describe(c) << " node " << node;
+          EXPECT_TRUE(test::same_bits(row(u), path_u)) << describe(c) << " node " << node;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, GatedDeltaTest, ::testing::Values(Isa::scalar, Isa::avx2), test::isa_test_name);
 
 // The public functions take the path has_avx2_fma() selects, all three of them the same one, so records built

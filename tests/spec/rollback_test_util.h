@@ -73,7 +73,8 @@ void for_each_slot_region(state::ModelState& state, int slot, Fn&& byte_fn) {
   for (int plane = 0; plane < rec.n_planes(); ++plane) {  // the snapshot policy's planes
     if (plane != rec.current_plane(slot)) fn(rec.plane_data(slot, plane), rec.slot_floats());
   }
-  if (state.policy() == state::RollbackPolicy::checkpoint && state.max_txn_tokens() > 0) {
+  if (state.policy() == state::RollbackPolicy::checkpoint && state.max_txn_tokens() > 0 &&
+      state.has_recurrent_layers()) {
     fn(state.backup(slot), rec.slot_floats());
   }
   if (state.rewind_depth() > 0) fn(state.lagging_checkpoint(slot), rec.slot_floats());

@@ -16,9 +16,9 @@
 namespace rwd::kernels::cpu {
 
 void attention(const float* q, const int32_t* positions, int64_t n_tokens, const KvRows& k, const KvRows& v,
-               int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool) {
+               int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool, const KeyPaths* paths) {
   detail::attention_with(has_avx2_fma() ? detail::attention_group_avx2 : detail::attention_group_scalar, q,
-                         positions, n_tokens, k, v, n_kv, out, params, pool);
+                         positions, n_tokens, k, v, n_kv, out, params, pool, paths);
 }
 
 void attention(const float* q, const int32_t* positions, int64_t n_tokens, const float* k, const float* v,
@@ -35,13 +35,12 @@ namespace detail {
 
 const float* kv_block(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
                       int64_t* stride) {
-  const uint8_t* rows = slice.data + static_cast<size_t>(first) * slice.row_bytes;
-  if (slice.type == tensor::DType::f32) {
+  if (slice.type == tensor::DType::f32 && keys_consecutive(slice, first, n)) {
     *stride = static_cast<int64_t>(slice.row_bytes / sizeof(float));
-    return reinterpret_cast<const float*>(rows);
+    return reinterpret_cast<const float*>(key_row(slice, first));
   }
   const tensor::ToFloatFn to_float = tensor::dtype_traits(slice.type).to_float;
-  for (int64_t j = 0; j < n; ++j) to_float(rows + j * slice.row_bytes, scratch + j * head_dim, head_dim);
+  for (int64_t j = 0; j < n; ++j) to_float(key_row(slice, first + j), scratch + j * head_dim, head_dim);
   *stride = head_dim;
   return scratch;
 }
@@ -56,7 +55,7 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
 
 void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
                     const KvRows& k, const KvRows& v, int64_t n_kv, float* out, const AttentionParams& params,
-                    ThreadPool* pool) {
+                    ThreadPool* pool, const KeyPaths* paths) {
   REWIND_CHECK(is_kv_type(k.type) && is_kv_type(v.type), "KV rows of type {}/{}: attention reads f32, f16, q8_0",
                tensor::dtype_name(k.type), tensor::dtype_name(v.type));
   REWIND_CHECK(params.n_head_kv > 0 && params.n_head % params.n_head_kv == 0,
@@ -66,6 +65,12 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
   for (int64_t t = 0; t < n_tokens; ++t) {
     REWIND_CHECK(positions[t] >= 0 && positions[t] < n_kv, "token {} has position {}, outside the {} KV rows", t,
                  positions[t], n_kv);
+    if (paths == nullptr || positions[t] < paths->mapped_from) continue;
+    for (int64_t d = 0; d <= positions[t] - paths->mapped_from; ++d) {
+      const int32_t row = paths->rows[t * paths->stride + d];
+      REWIND_CHECK(row >= 0 && row < n_kv, "token {}: key {} of its path is row {}, outside the {} KV rows", t, d,
+                   row, n_kv);
+    }
   }
   const int64_t head_dim = params.head_dim;
   const int64_t n_group = params.n_head / params.n_head_kv;
@@ -95,9 +100,15 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
       const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
       const int64_t row_offset = (t * params.n_head + h_begin) * head_dim;
       const auto slice = [&](const KvRows& rows, size_t head_bytes) {
-        return KvSlice{static_cast<const uint8_t*>(rows.data) + static_cast<size_t>(first) * rows.row_bytes +
+        KvSlice result{static_cast<const uint8_t*>(rows.data) + static_cast<size_t>(first) * rows.row_bytes +
                            static_cast<size_t>(kv_head) * head_bytes,
                        rows.type, rows.row_bytes};
+        if (paths != nullptr && pos >= paths->mapped_from) {
+          result.n_direct = std::max<int64_t>(0, paths->mapped_from - first);
+          result.mapped_rows = paths->rows + t * paths->stride + std::max<int64_t>(0, first - paths->mapped_from);
+          result.row_base = first;
+        }
+        return result;
       };
       group_fn(AttentionGroup{.q = q + row_offset,
                               .n_queries = h_end - h_begin,

@@ -29,13 +29,25 @@ struct KvRows {
   size_t row_bytes = 0;
 };
 
+// The keys of a token tree (tree speculation): the nodes' K/V rows are not at their positions, since siblings
+// share one. Token t's keys at positions below mapped_from are rows 0 .. mapped_from - 1; those at positions
+// mapped_from .. positions[t] are rows[t * stride + 0 ..] (its ancestors' rows and its own, root first).
+// Keys are reduced in the same position order either way, so a node's output is bit-identical to that of the
+// same token decoded after its path.
+struct KeyPaths {
+  int64_t mapped_from = 0;
+  const int32_t* rows = nullptr;
+  int64_t stride = 0;
+};
+
 // q:      [n_tokens, n_head, head_dim]
-// k, v:   rows for positions 0 .. n_kv - 1 of this sequence
+// k, v:   rows 0 .. n_kv - 1 of this sequence, row p holding position p (but for `paths`)
 // out:    [n_tokens, n_head, head_dim], must not alias q, k or v
 // positions[t] < n_kv for every t; head_dim <= 1024. pool may be null (single thread); (token, head) pairs are
-// split over its threads.
+// split over its threads. paths may be null (every token's keys are rows 0 .. positions[t]); its rows are < n_kv.
 void attention(const float* q, const int32_t* positions, int64_t n_tokens, const KvRows& k, const KvRows& v,
-               int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool);
+               int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool,
+               const KeyPaths* paths = nullptr);
 // The same over f32 rows [n_kv, n_head_kv, head_dim].
 void attention(const float* q, const int32_t* positions, int64_t n_tokens, const float* k, const float* v,
                int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool);

@@ -177,9 +177,8 @@ void group_block(const AttentionGroup& group, const float* k_block, int64_t k_st
 const float* kv_block_avx2(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
                            int64_t* stride) {
   if (slice.type == tensor::DType::f32) return kv_block(slice, first, n, head_dim, scratch, stride);
-  const uint8_t* rows = slice.data + static_cast<size_t>(first) * slice.row_bytes;
   for (int64_t j = 0; j < n; ++j) {
-    const uint8_t* row = rows + j * slice.row_bytes;
+    const uint8_t* row = key_row(slice, first + j);
     float* out = scratch + j * head_dim;
     if (slice.type == tensor::DType::f16) {
       const auto* halves = reinterpret_cast<const uint16_t*>(row);

@@ -22,6 +22,13 @@ inline constexpr int64_t kConv1dMaxKernel = 16;
 void causal_conv1d(const float* x, int64_t n_tokens, int64_t n_channels, const float* weight, int64_t d_conv,
                    const float* bias, float* window, float* out);
 
+// The conv of a token tree in depth-first order: token t follows token parents[t] (< t), or the window's inputs
+// when parents[t] is -1, and its output equals causal_conv1d's for it after its path. The window is only read;
+// scratch holds (d_conv - 1) * n_channels floats for the window each token sees.
+void causal_conv1d_tree(const float* x, int64_t n_tokens, const int32_t* parents, int64_t n_channels,
+                        const float* weight, int64_t d_conv, const float* bias, const float* window, float* scratch,
+                        float* out);
+
 // The window update alone: after it, window holds the last d_conv - 1 rows of concat(window, x), exactly as
 // causal_conv1d leaves it. Replaying logged input rows with it rebuilds a window bit for bit.
 void advance_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window);

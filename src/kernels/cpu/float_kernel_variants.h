@@ -33,12 +33,28 @@ inline constexpr int64_t kAttentionMaxGroup = 8;
 
 // Query heads h0 .. h0 + n_queries - 1 of one token, all using the same KV head, against the n_keys consecutive
 // key/value rows that token sees. Each head's result is computed exactly as if it were alone.
-// One KV head's rows from the first key a query sees: row j's head_dim values at data + j * row_bytes.
+// One KV head's rows from the first key a query sees: key j's head_dim values at data + j * row_bytes, or, for
+// a tree node's keys past n_direct, at data + (mapped_rows[j - n_direct] - row_base) * row_bytes.
 struct KvSlice {
   const uint8_t* data;
   tensor::DType type;
   size_t row_bytes;
+  const int32_t* mapped_rows = nullptr;
+  int64_t n_direct = 0;
+  int64_t row_base = 0;
 };
+
+// Key j's row of a slice.
+inline const uint8_t* key_row(const KvSlice& slice, int64_t j) {
+  const int64_t row = slice.mapped_rows == nullptr || j < slice.n_direct
+                          ? j
+                          : slice.mapped_rows[j - slice.n_direct] - slice.row_base;
+  return slice.data + static_cast<size_t>(row) * slice.row_bytes;
+}
+// Whether keys [first, first + n) are consecutive rows.
+inline bool keys_consecutive(const KvSlice& slice, int64_t first, int64_t n) {
+  return slice.mapped_rows == nullptr || first + n <= slice.n_direct;
+}
 
 struct AttentionGroup {
   const float* q;     // [n_queries, head_dim], the token's rows for heads h0 ..
@@ -52,8 +68,9 @@ struct AttentionGroup {
   float* out;         // [n_queries, head_dim]
 };
 
-// Rows [first, first + n) of a slice as floats: the rows themselves for f32 (*stride = their floats apart),
-// else converted exactly into scratch ([n, head_dim], *stride = head_dim). n <= kAttentionBlock.
+// Keys [first, first + n) of a slice as floats: the rows themselves for consecutive f32 rows (*stride = their
+// floats apart), else converted (or copied) exactly into scratch ([n, head_dim], *stride = head_dim).
+// n <= kAttentionBlock.
 const float* kv_block(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
                       int64_t* stride);
 // This thread's scratch for kv_block: which = 0 for keys, 1 for values; kAttentionBlock rows of head_dim.
@@ -66,7 +83,7 @@ void attention_group_avx2(const AttentionGroup& group);
 // attention() with a chosen group kernel; the public attention() passes the one has_avx2_fma() selects.
 void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
                     const KvRows& k, const KvRows& v, int64_t n_kv, float* out, const AttentionParams& params,
-                    ThreadPool* pool);
+                    ThreadPool* pool, const KeyPaths* paths = nullptr);
 void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
                     const float* k, const float* v, int64_t n_kv, float* out, const AttentionParams& params,
                     ThreadPool* pool);

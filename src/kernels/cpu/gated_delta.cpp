@@ -83,6 +83,76 @@ void apply_records_to_rows(ApplyRecordRowsFn apply_fn, const GatedDeltaRecords& 
   }
 }
 
+// The call's tokens from `first` to `first + n` as arguments of their own: each token's arithmetic does not
+// depend on which call runs it.
+GatedDeltaArgs token_range(const GatedDeltaArgs& args, int64_t first, int64_t n) {
+  const GatedDeltaParams& p = args.params;
+  const int64_t k_row = p.n_head_k * p.head_k_dim;
+  const int64_t v_row = p.n_head_v * p.head_v_dim;
+  const int64_t g_row = p.n_head_v * (p.per_channel_decay ? p.head_k_dim : 1);
+  GatedDeltaArgs range = args;
+  range.q = args.q + first * k_row;
+  range.k = args.k + first * k_row;
+  range.v = args.v + first * v_row;
+  range.g = args.g + first * g_row;
+  range.beta = args.beta + first * p.n_head_v;
+  range.n_tokens = n;
+  range.out = args.out + first * v_row;
+  range.u_out = args.u_out != nullptr ? args.u_out + first * v_row : nullptr;
+  return range;
+}
+
+// A token tree over rows [row_begin, row_end) of head h, `base` holding them as the tree's roots start from.
+// The path from the roots to the current token is a stack whose entry s lives in copies[s] (entry 0 in base);
+// a token whose parent has another child after it runs on a fresh copy of the parent's rows, the last child
+// runs on the parent's rows themselves, and a chain of only children runs in one rows_fn call.
+void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const int32_t* parents, int64_t h,
+                   int64_t row_begin, int64_t row_end, float* base) {
+  struct Entry {
+    int64_t node;
+    float* rows;
+  };
+  thread_local std::vector<std::vector<float>> copies;
+  thread_local std::vector<Entry> path;
+  thread_local std::vector<uint8_t> later_sibling;
+  const int64_t n = args.n_tokens;
+  const size_t n_floats = static_cast<size_t>((row_end - row_begin) * args.params.head_k_dim);
+  later_sibling.assign(static_cast<size_t>(n), 0);
+  {
+    // A token has a later sibling when another token after it has the same parent.
+    thread_local std::vector<int64_t> last_child;
+    last_child.assign(static_cast<size_t>(n + 1), -1);
+    for (int64_t t = 0; t < n; ++t) {
+      int64_t& last = last_child[static_cast<size_t>(parents[t] + 1)];
+      if (last >= 0) later_sibling[last] = 1;
+      last = t;
+    }
+  }
+  path.clear();
+  path.push_back({-1, base});
+  for (int64_t t = 0; t < n;) {
+    while (path.back().node != parents[t]) {
+      path.pop_back();
+      REWIND_CHECK(!path.empty(), "gated_delta: token {} of a tree does not follow its parent {} depth first", t,
+                   parents[t]);
+    }
+    if (later_sibling[t]) {
+      const size_t s = path.size();
+      if (copies.size() < s + 1) copies.resize(s + 1);
+      if (copies[s].size() < n_floats) copies[s].resize(n_floats);
+      std::copy_n(path.back().rows, n_floats, copies[s].data());
+      path.push_back({t, copies[s].data()});
+    } else {
+      path.back().node = t;
+    }
+    int64_t end = t + 1;
+    while (end < n && parents[end] == end - 1 && !later_sibling[end]) ++end;
+    rows_fn(token_range(args, t, end - t), h, row_begin, row_end, path.back().rows);
+    path.back().node = end - 1;
+    t = end;
+  }
+}
+
 }  // namespace
 
 void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn, const GatedDeltaArgs& args,
@@ -93,6 +163,11 @@ void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
   REWIND_CHECK(io.fold.n >= 0 && io.ahead.n >= 0, "gated_delta: negative record counts {} and {}", io.fold.n,
                io.ahead.n);
   REWIND_CHECK(io.read_only || io.ahead.n == 0, "gated_delta: records ahead of the state need read_only");
+  REWIND_CHECK(io.read_only || io.parents == nullptr, "gated_delta: a token tree needs read_only");
+  for (int64_t t = 0; io.parents != nullptr && t < args.n_tokens; ++t) {
+    REWIND_CHECK(io.parents[t] >= -1 && io.parents[t] < t, "gated_delta: token {} of a tree has parent {}", t,
+                 io.parents[t]);
+  }
   REWIND_CHECK(!io.read_only || args.n_tokens == 0 || args.u_out != nullptr,
                "gated_delta: a read-only call must write its records (u_out)");
   if (args.n_tokens == 0 && io.fold.n == 0) return;
@@ -125,7 +200,11 @@ void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
         rows = copy.data();
         apply_records_to_rows(apply_fn, io.ahead, params, h, row_begin, row_end, rows);
       }
-      rows_fn(args, h, row_begin, row_end, rows);
+      if (io.parents != nullptr) {
+        run_tree_rows(rows_fn, args, io.parents, h, row_begin, row_end, rows);
+      } else {
+        rows_fn(args, h, row_begin, row_end, rows);
+      }
     }
   };
   if (n_threads == 1) {

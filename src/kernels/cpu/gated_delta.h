@@ -62,10 +62,15 @@ struct GatedDeltaRecords {
 // call's tokens then run on a per-thread copy of each head's rows, after the `ahead` records (tokens of the
 // open transaction that earlier calls ran) are applied to the copy; the state keeps only the fold. Without
 // read_only, `ahead` must be empty and the tokens update the state in place.
+// With `parents` (read_only only), the call's tokens are a tree in depth-first order: token t continues from
+// token parents[t] (< t), or from the state after `ahead` when parents[t] is -1, and each token's out and u
+// are those of running it after its path. Each thread keeps one copy of a head's rows per branching node on the
+// current path (O(depth) copies, never one per node).
 struct GatedDeltaStateIo {
   GatedDeltaRecords fold;
   GatedDeltaRecords ahead;
   bool read_only = false;
+  const int32_t* parents = nullptr;
 };
 
 // gated_delta_rule with records applied first and, optionally, the state left untouched by the tokens.

@@ -26,15 +26,16 @@ void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float
   const int64_t q_width = params.n_head * params.head_dim;
   const int64_t kv_width = params.n_head_kv * params.head_dim;
   state::KvCache& kv = ctx.kv();
-  for (const SlotSpan& span : ctx.slot_spans()) {
+  for (size_t si = 0; si < ctx.slot_spans().size(); ++si) {
+    const SlotSpan& span = ctx.slot_spans()[si];
     for (int64_t t = span.begin; t < span.end; ++t) {
-      kv.write_k(kv_layer, span.slot, batch.positions[t], k + t * kv_width);
-      kv.write_v(kv_layer, span.slot, batch.positions[t], v + t * kv_width);
+      kv.write_k(kv_layer, span.slot, ctx.kv_row(t), k + t * kv_width);
+      kv.write_v(kv_layer, span.slot, ctx.kv_row(t), v + t * kv_width);
     }
-    const int64_t n_kv = batch.positions[span.end - 1] + 1;
+    const int64_t n_kv = ctx.kv_row(span.end - 1) + 1;
     kernels::cpu::attention(q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
                             kv.k_rows(kv_layer, span.slot), kv.v_rows(kv_layer, span.slot), n_kv,
-                            mixed + span.begin * q_width, params, &ctx.pool());
+                            mixed + span.begin * q_width, params, &ctx.pool(), ctx.key_paths(static_cast<int64_t>(si)));
   }
 }
 

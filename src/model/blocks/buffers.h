@@ -23,6 +23,7 @@ enum BufferIndex : int {
   kBufferRecurrentOut = 15,
   kBufferRecordU = 16,      // recurrent_io: plain tokens' delta-rule records for the rewind ring
   kBufferRecordDecay = 17,
+  kBufferTreeWindow = 18,   // recurrent_io: the conv window one node of a token tree sees
 };
 
 }  // namespace rwd::model::blocks

@@ -109,14 +109,16 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   // Attending with the rows as values too: each head's first kv_lora outputs are the attended latent.
   float* attended = ctx.buffer(kBufferAttnOut, n_tokens * n_head * row_width);
   state::KvCache& kv = ctx.kv();
-  for (const SlotSpan& span : ctx.slot_spans()) {
+  for (size_t si = 0; si < ctx.slot_spans().size(); ++si) {
+    const SlotSpan& span = ctx.slot_spans()[si];
     for (int64_t t = span.begin; t < span.end; ++t) {
-      kv.write_k(kv_layer, span.slot, batch.positions[t], latent + t * row_width);
+      kv.write_k(kv_layer, span.slot, ctx.kv_row(t), latent + t * row_width);
     }
     const kernels::cpu::KvRows rows = kv.k_rows(kv_layer, span.slot);
     kernels::cpu::attention(q_latent + span.begin * n_head * row_width, batch.positions.data() + span.begin,
-                            span.end - span.begin, rows, rows, batch.positions[span.end - 1] + 1,
-                            attended + span.begin * n_head * row_width, params, &ctx.pool());
+                            span.end - span.begin, rows, rows, ctx.kv_row(span.end - 1) + 1,
+                            attended + span.begin * n_head * row_width, params, &ctx.pool(),
+                            ctx.key_paths(static_cast<int64_t>(si)));
   }
 
   float* values = ctx.buffer(kBufferRecurrentOut, n_tokens * n_head * v_width);  // [n_tokens, n_head, v_width]

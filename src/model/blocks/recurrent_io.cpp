@@ -12,10 +12,11 @@ namespace {
 using Mode = state::SpanState::Mode;
 using Records = state::SpanState::Records;
 
-// The state a snapshot-mode token starts from: the checkpoint for the transaction's first token, else the
-// previous token's snapshot.
-float* snapshot_source(state::ModelState& state, int slot, int64_t txn_index) {
-  return txn_index == 0 ? state.recurrent().slot_data(slot) : state.snapshot(slot, txn_index - 1);
+// The state a snapshot-mode token starts from: the snapshot of the token it follows (the one before it, or its
+// parent in a tree), or the checkpoint for a token that follows the state before the transaction.
+float* snapshot_source(state::ModelState& state, const RecurrentRun& run, int64_t t) {
+  const int64_t source = run.state.txn_index + (run.parents != nullptr ? run.parents[t] : t - 1);
+  return source < 0 ? state.recurrent().slot_data(run.span.slot) : state.snapshot(run.span.slot, source);
 }
 
 // The log index of a run's first record.
@@ -30,6 +31,8 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
   const int64_t n = run.span.end - run.span.begin;
   const state::SpanState& io = run.state;
   const int64_t window_floats = (d_conv - 1) * n_channels;
+  REWIND_CHECK(run.parents == nullptr || io.mode == Mode::replay || io.mode == Mode::snapshot,
+               "slot {}: a token tree under a mode that runs chains only", slot);
   float* window = state.recurrent().conv_window(rl, slot);
   if (io.backup_first) {
     std::copy_n(window, window_floats, state.backup(slot) + state.recurrent().conv_offset(rl));
@@ -47,7 +50,12 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
       std::copy_n(window, window_floats, scratch);
       kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in, io.n_ahead,
                                         n_channels, d_conv, scratch);
-      kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
+      if (run.parents != nullptr) {
+        kernels::cpu::causal_conv1d_tree(x, n, run.parents, n_channels, weight, d_conv, bias, scratch,
+                                         ctx.buffer(kBufferTreeWindow, window_floats), out);
+      } else {
+        kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
+      }
       break;
     }
     case Mode::working_copy: {
@@ -61,7 +69,7 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
       for (int64_t t = 0; t < n; ++t) {
         const int64_t i = io.txn_index + t;
         float* target = state.snapshot(slot, i) + offset;
-        std::copy_n(snapshot_source(state, slot, i) + offset, window_floats, target);
+        std::copy_n(snapshot_source(state, run, t) + offset, window_floats, target);
         kernels::cpu::causal_conv1d(x + t * n_channels, 1, n_channels, weight, d_conv, bias, target,
                                     out + t * n_channels);
       }
@@ -93,6 +101,8 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
   const int64_t u_floats = spec.record_u_floats();
   const int64_t decay_floats = spec.record_decay_floats();
   float* checkpoint = state.recurrent().ssm_state(rl, slot);
+  REWIND_CHECK(run.parents == nullptr || io.mode == Mode::replay || io.mode == Mode::snapshot,
+               "slot {}: a token tree under a mode that runs chains only", slot);
   if (io.backup_first) {
     std::copy_n(checkpoint, spec.ssm_floats(), state.backup(slot) + state.recurrent().ssm_offset(rl));
     state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), true);
@@ -116,6 +126,7 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
       break;
     case Mode::replay: {
       kernel_io.read_only = true;
+      kernel_io.parents = run.parents;
       kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, u_out, params, &ctx.pool());
       if (io.n_fold > 0) state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
       break;
@@ -144,7 +155,7 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
       for (int64_t t = 0; t < n; ++t) {
         const int64_t i = io.txn_index + t;
         float* target = state.snapshot(slot, i) + offset;
-        std::copy_n(snapshot_source(state, slot, i) + offset, spec.ssm_floats(), target);
+        std::copy_n(snapshot_source(state, run, t) + offset, spec.ssm_floats(), target);
         kernels::cpu::gated_delta_rule(q + t * n_head_k * params.head_k_dim, k + t * n_head_k * params.head_k_dim,
                                        v + t * params.n_head_v * params.head_v_dim, g + t * g_floats,
                                        beta + t * params.n_head_v, 1, target, out + t * params.n_head_v * params.head_v_dim,
