@@ -27,6 +27,11 @@ struct SpecOptions {
   int ngram_min = 3;
   int ngram_max = 8;
   static constexpr int kMaxNgram = 16;
+  // Tree drafts (ngram, oracle): at most this many tokens per round, branching where the proposer has
+  // alternatives, at most tree_topk children per token; the draft length is then the tree's depth. 0: chains.
+  int tree_nodes = 0;
+  int tree_topk = 4;
+  static constexpr int kMaxTreeNodes = 64;
   bool adaptive = true;            // adapt the draft length per slot and back off when speculation loses
   double oracle_error_rate = 0.0;  // oracle: probability that a drafted token is replaced by a wrong one
   uint64_t oracle_seed = 1;
@@ -76,6 +81,7 @@ struct ChatMessage {
 struct RequestSpec {
   std::string mode;   // empty: the engine's mode; "none": decode plainly; otherwise it must name the engine's mode
   int draft_max = 0;  // 0: the engine's; otherwise in [1, the engine's draft_max]
+  int tree_nodes = -1;  // -1: the engine's; 0: chains; otherwise in [1, the engine's tree_nodes]
 };
 
 struct Request {
@@ -118,6 +124,9 @@ struct SpecStats {
   int64_t accepted = 0;
   std::vector<int64_t> drafted_by_position;   // [i]: rounds that drafted an (i+1)-th token
   std::vector<int64_t> accepted_by_position;  // [i]: rounds whose (i+1)-th draft token was accepted
+  // Tree rounds count by depth: [i] above is rounds that drafted a token at depth i + 1 / accepted one there.
+  int64_t tree_rounds = 0;                  // rounds whose draft branched
+  int64_t tree_nodes = 0;                   // tokens those rounds verified (drafted counts them too)
   int64_t rollbacks = 0;                    // rounds that rejected part of the draft
   size_t rollback_bytes_written = 0;        // target state bytes written by the rollback policy
   size_t rollback_bytes_copied = 0;         // of which full-state copies

@@ -113,9 +113,21 @@ Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
   if (spec.mode != "draft" && !spec.draft_model.empty()) {
     return Status::errorf("a draft model was given but the speculation mode is '{}' (use --spec draft)", spec.mode);
   }
-  if (options.n_batch < options.n_slots * (spec.draft_max + 1)) {
+  if (spec.tree_nodes < 0 || spec.tree_nodes > SpecOptions::kMaxTreeNodes) {
+    return Status::errorf("draft-tree-nodes must be in [0, {}] (0: chains), got {}", SpecOptions::kMaxTreeNodes,
+                          spec.tree_nodes);
+  }
+  if (spec.tree_topk < 1 || spec.tree_topk > 16) {
+    return Status::errorf("draft-tree-topk must be in [1, 16], got {}", spec.tree_topk);
+  }
+  if (spec.tree_nodes > 0 && spec.mode != "ngram" && spec.mode != "oracle") {
+    return Status::errorf("tree drafts (--draft-tree-nodes {}) come from the ngram and oracle proposers, not '{}'",
+                          spec.tree_nodes, spec.mode);
+  }
+  const int verify_tokens = 1 + std::max(spec.draft_max, spec.tree_nodes);
+  if (options.n_batch < options.n_slots * verify_tokens) {
     return Status::errorf("batch size {} cannot hold a verify batch of {} tokens for each of {} slots", options.n_batch,
-                          spec.draft_max + 1, options.n_slots);
+                          verify_tokens, options.n_slots);
   }
   return Status::ok();
 }
@@ -189,8 +201,12 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
       !types) {
     return Status::errorf("{}: {}", options.model_path, types.message());
   }
-  state::StateOptions state_options{options.n_slots, options.n_ctx, policy, speculating ? spec.draft_max + 1 : 0,
-                                    options.rewind_depth};
+  if (spec.tree_nodes > 0 && policy == state::RollbackPolicy::checkpoint && !engine->model_->recurrent_specs().empty()) {
+    return Status::errorf("{}: tree drafts need the replay or snapshot rollback policy on the {} model's recurrent "
+                          "layers (checkpoint re-runs a chain)", options.model_path, engine->model_->hparams().arch);
+  }
+  const int64_t max_txn_tokens = speculating ? 1 + std::max(spec.draft_max, spec.tree_nodes) : 0;
+  state::StateOptions state_options{options.n_slots, options.n_ctx, policy, max_txn_tokens, options.rewind_depth};
   state_options.cache_type_k = cache_type_k;
   state_options.cache_type_v = cache_type_v;
   engine->state_ = std::make_unique<state::ModelState>(engine->model_->kv_specs(), engine->model_->recurrent_specs(),
@@ -318,6 +334,12 @@ Status EngineImpl::validate_request_spec(const RequestSpec& spec) const {
     if (spec.draft_max < 1 || spec.draft_max > options_.spec.draft_max) {
       return Status::errorf("draft_max must be in [1, {}] (the engine's limit), got {}", options_.spec.draft_max,
                             spec.draft_max);
+    }
+  }
+  if (spec.tree_nodes != -1 && spec.mode != "none") {
+    if (spec.tree_nodes < 0 || spec.tree_nodes > options_.spec.tree_nodes) {
+      return Status::errorf("tree nodes must be in [0, {}] (the engine's --draft-tree-nodes; 0: chains), got {}",
+                            options_.spec.tree_nodes, spec.tree_nodes);
     }
   }
   return Status::ok();
@@ -547,9 +569,22 @@ Status EngineImpl::follow_prompt(const Slot& slot) {
   return proposer_->catch_up(std::span<const spec::ProposeRequest>(&request, 1));
 }
 
-spec::ProposeRequest EngineImpl::propose_request(const Slot& slot, int64_t n_tokens, int max_draft) const {
-  return {slot.index, std::span<const int32_t>(slot.tokens.data(), static_cast<size_t>(n_tokens)), max_draft,
-          &slot.sampler->params(), slot.n_prompt, std::span<const int32_t>(slot.request.oracle_ids)};
+spec::ProposeRequest EngineImpl::propose_request(const Slot& slot, int64_t n_tokens, int max_draft,
+                                                 int max_nodes) const {
+  spec::ProposeRequest request;
+  request.slot = slot.index;
+  request.tokens = std::span<const int32_t>(slot.tokens.data(), static_cast<size_t>(n_tokens));
+  request.max_draft = max_draft;
+  request.max_nodes = max_nodes;
+  request.tree_topk = options_.spec.tree_topk;
+  request.sampling = &slot.sampler->params();
+  request.n_prompt = slot.n_prompt;
+  request.oracle = std::span<const int32_t>(slot.request.oracle_ids);
+  return request;
+}
+
+int EngineImpl::tree_nodes(const Slot& slot) const {
+  return slot.request.spec.tree_nodes >= 0 ? slot.request.spec.tree_nodes : options_.spec.tree_nodes;
 }
 
 void EngineImpl::fail(Slot& slot, std::string_view stage, const Status& status) {
@@ -685,12 +720,17 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     if (!slot.policy || time_plain_step) continue;
     const int64_t newest = static_cast<int64_t>(slot.tokens.size()) - 1;
     const int64_t n_rerun = newest - slot.n_computed;
-    int64_t room = std::min<int64_t>(options_.n_ctx - 1 - newest, slot.request.max_tokens - slot.n_generated - 1);
-    room = std::min<int64_t>(room, budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
+    // Tokens that fit the context's KV rows and the batch; a draft longer than the tokens still wanted is waste.
+    const int64_t node_room = std::min<int64_t>(options_.n_ctx - 1 - newest,
+                                                budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
+    const int64_t room = std::min<int64_t>(node_room, slot.request.max_tokens - slot.n_generated - 1);
     int k = slot.policy->next_length(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()));
     k = static_cast<int>(std::min<int64_t>(k, room));
     if (k < 1) continue;
-    requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), k));
+    // A tree spends its nodes on alternatives too: never fewer than the chain it would replace.
+    const int nodes =
+        tree_nodes(slot) > 0 ? static_cast<int>(std::min<int64_t>(std::max(tree_nodes(slot), k), node_room)) : 0;
+    requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), k, nodes));
     request_slots.push_back(index);
   }
   speculative_steps_since_plain_ = requests.empty() ? 0 : speculative_steps_since_plain_ + 1;
@@ -751,9 +791,18 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     // Re-run tokens (checkpoint policy) are plain; the newest token and the draft ask for logits.
     for (int64_t pos = slot.n_computed; pos < newest; ++pos) batch_.add(slot.tokens[pos], static_cast<int32_t>(pos), index, false);
     run.logit_row = batch_.n_logit_rows();
+    const auto root_row = static_cast<int32_t>(batch_.size());
     batch_.add(slot.tokens[newest], static_cast<int32_t>(newest), index, true);
-    for (size_t i = 0; i < run.draft.size(); ++i) {
-      batch_.add(run.draft[i].id, static_cast<int32_t>(newest + 1 + static_cast<int64_t>(i)), index, true);
+    if (spec::is_chain(run.draft)) {
+      for (size_t i = 0; i < run.draft.size(); ++i) {
+        batch_.add(run.draft[i].id, static_cast<int32_t>(newest + 1 + static_cast<int64_t>(i)), index, true);
+      }
+    } else {
+      for (size_t i = 0; i < run.draft.size(); ++i) {
+        const int32_t parent = spec::draft_parent(run.draft, i);
+        const int32_t parent_row = parent < 0 ? root_row : root_row + 1 + parent;
+        batch_.add_node(run.draft[i].id, batch_.positions[parent_row] + 1, index, true, parent_row);
+      }
     }
     run.n_tokens = newest + 1 + static_cast<int64_t>(run.draft.size()) - slot.n_computed;
     budget -= run.n_tokens;
@@ -776,29 +825,50 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
   REWIND_ASSIGN_OR_RETURN(spec::VerifyOutcome outcome,
                           spec::verify(*slot.sampler, run.draft, rows, info_.n_vocab, stop));
   const int n_drafted = static_cast<int>(run.draft.size());
+  const bool tree = !spec::is_chain(run.draft);
+  // Depth of each drafted token (1: a child of the newest token); a chain's token i is at depth i + 1.
+  std::vector<int> depth(run.draft.size());
+  int n_depths = 0;
+  for (size_t i = 0; i < run.draft.size(); ++i) {
+    const int32_t parent = spec::draft_parent(run.draft, i);
+    depth[i] = parent < 0 ? 1 : depth[parent] + 1;
+    n_depths = std::max(n_depths, depth[i]);
+  }
+  const int32_t last_accepted = outcome.path.empty() ? -1 : outcome.path.back();
+  bool rejected = false;  // a drafted token after the accepted ones was verified and not taken
+  for (size_t i = 0; i < run.draft.size(); ++i) rejected = rejected || spec::draft_parent(run.draft, i) == last_accepted;
   SpecStats& stats = slot.timings.spec;
   ++stats.rounds;
   stats.drafted += n_drafted;
   stats.accepted += outcome.n_accepted;
-  if (stats.drafted_by_position.size() < static_cast<size_t>(n_drafted)) {
-    stats.drafted_by_position.resize(n_drafted, 0);
-    stats.accepted_by_position.resize(n_drafted, 0);
+  if (tree) {
+    ++stats.tree_rounds;
+    stats.tree_nodes += n_drafted;
   }
-  for (int i = 0; i < n_drafted; ++i) ++stats.drafted_by_position[i];
+  if (stats.drafted_by_position.size() < static_cast<size_t>(n_depths)) {
+    stats.drafted_by_position.resize(n_depths, 0);
+    stats.accepted_by_position.resize(n_depths, 0);
+  }
+  for (int i = 0; i < n_depths; ++i) ++stats.drafted_by_position[i];
   for (int i = 0; i < outcome.n_accepted; ++i) ++stats.accepted_by_position[i];
-  if (outcome.n_accepted < n_drafted) ++stats.rollbacks;
-  slot.policy->record(n_drafted, outcome.n_accepted);
+  if (rejected) ++stats.rollbacks;
+  slot.policy->record(tree ? n_depths : n_drafted, outcome.n_accepted, rejected);
 
   const int64_t n_keep = 1 + outcome.n_accepted;
-  REWIND_ASSIGN_OR_RETURN(state::CommitResult committed, run.txn->commit(n_keep));
+  std::vector<int32_t> kept_path(1, 0);  // transaction token indices: the newest token, then the accepted drafts
+  for (int32_t index : outcome.path) kept_path.push_back(1 + index);
+  REWIND_ASSIGN_OR_RETURN(state::CommitResult committed,
+                          tree ? run.txn->commit_path(kept_path) : run.txn->commit(n_keep));
   run.txn.reset();
   const int64_t n_plain = txn_first - run.first_position;
   REWIND_RETURN_IF_ERROR(
       proposer_->on_target_forward(slot.index, run.first_position, run.n_tokens, n_plain + n_keep,
                                    forward_->hidden_rows() + run_first_row_ * info_.n_embd));
   slot.n_computed = committed.n_rerun > 0 ? txn_first : txn_first + n_keep;
+  // Token i came from the row of the token before it: the newest token's, then the accepted drafts'.
   for (size_t i = 0; i < outcome.emitted.size() && slot.busy; ++i) {
-    emit(slot, outcome.emitted[i], rows + static_cast<int64_t>(i) * info_.n_vocab);
+    const int64_t row = i == 0 ? 0 : 1 + outcome.path[i - 1];
+    emit(slot, outcome.emitted[i], rows + row * info_.n_vocab);
   }
   return Status::ok();
 }

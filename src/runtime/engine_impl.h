@@ -84,7 +84,9 @@ class EngineImpl final : public Engine {
   void maybe_save_checkpoint(Slot& slot);
   Status follow_prompt(const Slot& slot);
   // What the proposer is told of a slot: its first n_tokens tokens, the rest of the request's settings.
-  spec::ProposeRequest propose_request(const Slot& slot, int64_t n_tokens, int max_draft) const;
+  spec::ProposeRequest propose_request(const Slot& slot, int64_t n_tokens, int max_draft, int max_nodes = 0) const;
+  // The slot's tree budget: its request's, or the engine's (0: chains).
+  int tree_nodes(const Slot& slot) const;
   void assign_pending();
   void finish(Slot& slot, FinishReason reason, const std::string& error = {});
   // Ends a slot's request with an error at a stage of the step; its state, which the failure may have left

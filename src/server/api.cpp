@@ -243,11 +243,11 @@ std::optional<ApiError> refuse_unsupported(const json& body, bool chat) {
 std::optional<ApiError> parse_speculative(const json& body, CompletionParams& out) {
   const json* spec = field(body, "speculative");
   if (!spec) return std::nullopt;
-  if (!spec->is_object()) return type_error("speculative", "an object {type, draft_max}", *spec);
+  if (!spec->is_object()) return type_error("speculative", "an object {type, draft_max, tree}", *spec);
   for (auto it = spec->begin(); it != spec->end(); ++it) {
-    if (it.key() != "type" && it.key() != "draft_max") {
+    if (it.key() != "type" && it.key() != "draft_max" && it.key() != "tree") {
       return field_error("speculative." + it.key(),
-                         fmt::format("speculative.{}: unknown field (expected type, draft_max)", it.key()));
+                         fmt::format("speculative.{}: unknown field (expected type, draft_max, tree)", it.key()));
     }
   }
   if (const json* type = field(*spec, "type")) {
@@ -261,6 +261,13 @@ std::optional<ApiError> parse_speculative(const json& body, CompletionParams& ou
     return error;
   }
   out.spec_draft_max = static_cast<int>(draft_max.value_or(0));
+  std::optional<int64_t> tree;
+  if (auto error = get_int(*spec, "tree", 0, 64, tree)) {
+    error->param = "speculative.tree";
+    error->message = "speculative." + error->message;
+    return error;
+  }
+  out.spec_tree_nodes = static_cast<int>(tree.value_or(-1));
   return std::nullopt;
 }
 
@@ -371,6 +378,14 @@ json timings_json(const RequestTimings& timings, double time_per_output_token) {
           {"predicted_per_second", time_per_output_token > 0.0 ? 1.0 / time_per_output_token : 0.0},
           {"draft_n", timings.spec.drafted},
           {"draft_n_accepted", timings.spec.accepted},
+          {"draft_rounds", timings.spec.rounds},
+          // Tokens each verify forward gave: the accepted drafts and the target's own.
+          {"draft_acceptance_length",
+           timings.spec.rounds > 0
+               ? static_cast<double>(timings.spec.accepted + timings.spec.rounds) / static_cast<double>(timings.spec.rounds)
+               : 0.0},
+          {"draft_tree_rounds", timings.spec.tree_rounds},
+          {"draft_tree_nodes", timings.spec.tree_nodes},
           {"rollbacks", timings.spec.rollbacks}};
 }
 

@@ -41,6 +41,7 @@ struct CompletionParams {
   bool return_tokens = false;  // extension: the generated token ids in the response
   std::optional<std::string> spec_type;  // speculative.type
   int spec_draft_max = 0;                // speculative.draft_max, 0 when not given
+  int spec_tree_nodes = -1;              // speculative.tree: tree nodes per round (0: chains), -1 when not given
   bool cache_prompt = true;              // llama-server's: start from a slot's state of the prompt's prefix
 };
 

@@ -59,6 +59,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   spec_rounds_ = counter(r, "rewind_spec_rounds_total", "Verify forwards that checked at least one drafted token");
   spec_drafted_ = counter(r, "rewind_spec_drafted_tokens_total", "Tokens drafted by the proposer");
   spec_accepted_ = counter(r, "rewind_spec_accepted_tokens_total", "Drafted tokens the target accepted");
+  spec_tree_rounds_ = counter(r, "rewind_spec_tree_rounds_total", "Verify forwards whose draft was a tree (branched)");
+  spec_tree_nodes_ = counter(r, "rewind_spec_tree_nodes_total",
+                             "Drafted tokens verified in tree rounds (accepted tokens per round: accepted / rounds)");
   spec_rollbacks_ = counter(r, "rewind_spec_rollbacks_total", "Verify rounds that rejected part of the draft");
   spec_fallbacks_ = counter(r, "rewind_spec_fallbacks_total",
                             "Times the draft-length policy switched speculation off for a slot because it lost");
@@ -94,6 +97,8 @@ void Metrics::finished(const GenerationUpdate& final, int64_t n_prompt_tokens) {
   spec_rounds_->Increment(static_cast<double>(spec.rounds));
   spec_drafted_->Increment(static_cast<double>(spec.drafted));
   spec_accepted_->Increment(static_cast<double>(spec.accepted));
+  spec_tree_rounds_->Increment(static_cast<double>(spec.tree_rounds));
+  spec_tree_nodes_->Increment(static_cast<double>(spec.tree_nodes));
   spec_rollbacks_->Increment(static_cast<double>(spec.rollbacks));
   spec_fallbacks_->Increment(static_cast<double>(spec.fallbacks));
   spec_plain_steps_->Increment(static_cast<double>(spec.plain_steps));

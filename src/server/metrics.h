@@ -39,6 +39,8 @@ class Metrics {
   prometheus::Histogram* request_seconds_;
   prometheus::Counter* spec_rounds_;
   prometheus::Counter* spec_drafted_;
+  prometheus::Counter* spec_tree_rounds_;
+  prometheus::Counter* spec_tree_nodes_;
   prometheus::Counter* spec_accepted_;
   prometheus::Counter* spec_rollbacks_;
   prometheus::Counter* spec_fallbacks_;

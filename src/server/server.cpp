@@ -561,6 +561,16 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                   "speculative.draft_max"});
     return;
   }
+  if (params.spec_tree_nodes > 0 && speculating && params.spec_tree_nodes > spec.tree_nodes) {
+    invalid(res, {400,
+                  spec.tree_nodes == 0
+                      ? fmt::format("speculative.tree {} was asked for but the server drafts chains (start it with "
+                                    "--draft-tree-nodes)", params.spec_tree_nodes)
+                      : fmt::format("speculative.tree must be in [0, {}] (the server's --draft-tree-nodes), got {}",
+                                    spec.tree_nodes, params.spec_tree_nodes),
+                  "speculative.tree"});
+    return;
+  }
 
   const Engine& engine = loop_->engine();
   const std::string prompt_field = chat ? "messages" : "prompt";
@@ -643,7 +653,10 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   request.logprobs = params.logprobs;
   request.top_logprobs = params.top_logprobs;
   if (params.spec_type) request.spec.mode = *params.spec_type;
-  if (speculating) request.spec.draft_max = params.spec_draft_max;
+  if (speculating) {
+    request.spec.draft_max = params.spec_draft_max;
+    request.spec.tree_nodes = params.spec_tree_nodes;
+  }
   exchange->generation = std::make_shared<Generation>(params.stop, params.logprobs || params.return_tokens || native);
   loop_->submit(std::move(request), exchange->generation, params.logprobs);
   const Status accepted = exchange->generation->wait_accepted();

@@ -1,6 +1,8 @@
 // Prompt lookup (n-gram) proposer: finds the most recent earlier occurrence of the sequence's last n tokens
 // (n from ngram_max down to ngram_min) in the slot's own prompt and output, and drafts the tokens that
 // followed it. Free to run and strong on rewriting, summarising and code editing, where output repeats input.
+// Asked for a tree, it merges the continuations of several earlier occurrences into one (a trie), the chain's
+// continuation first and whole, so a tree holds the chain it replaces and adds the alternatives the text has.
 #pragma once
 
 #include "spec/proposer.h"
@@ -19,6 +21,11 @@ class NgramProposer final : public Proposer {
 
   // The lookup for one sequence (exposed for tests).
   static std::vector<int32_t> lookup(std::span<const int32_t> tokens, int ngram_min, int ngram_max, int max_draft);
+  // The tree lookup: continuations of every earlier occurrence of the suffix (longest n first, most recent first
+  // within an n), merged into a trie of at most max_nodes tokens, depth max_draft, max_topk children per
+  // node, in depth-first order; the first continuation is lookup()'s.
+  static std::vector<DraftToken> lookup_tree(std::span<const int32_t> tokens, int ngram_min, int ngram_max,
+                                             int max_draft, int max_nodes, int max_topk);
 
  private:
   int ngram_min_;

@@ -18,7 +18,11 @@ namespace rwd::spec {
 struct ProposeRequest {
   int slot = 0;
   std::span<const int32_t> tokens;  // the slot's sequence; the last token is not yet in the target's state
-  int max_draft = 0;
+  int max_draft = 0;  // tokens of a chain, or the depth of a tree
+  // Tree drafts (proposers that branch): at most this many tokens in all, at most tree_topk children of a
+  // node; 0: a chain of max_draft tokens.
+  int max_nodes = 0;
+  int tree_topk = 0;
   const sampling::SamplingParams* sampling = nullptr;  // the slot's target sampling (greedy when temperature 0)
   int64_t n_prompt = 0;
   std::span<const int32_t> oracle;  // the oracle proposer's known continuation after the prompt
@@ -42,11 +46,15 @@ class Proposer {
   // a whole prompt to the one length that happened to draft first, and rule that length out.
   virtual Status catch_up(std::span<const ProposeRequest>) { return Status::ok(); }
 
-  // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none).
+  // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none), or with a tree of at most
+  // max_nodes tokens and depth max_draft when the request asks for one and the proposer branches (DraftToken
+  // parents, depth-first order).
   virtual Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) = 0;
 
   // The target ran tokens [first_position, first_position + n_run) of the slot and keeps the first n_kept of
-  // them. hidden: the target's output-normed hidden rows of those n_run tokens, [n_run, n_embd].
+  // them. hidden: the target's output-normed hidden rows of those n_run tokens, [n_run, n_embd]. After a tree
+  // the kept tokens are a path through it: n_kept counts them, and they are the slot's tokens from
+  // first_position on.
   virtual Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
                                    const float* hidden) = 0;
 

@@ -20,6 +20,21 @@ Status validate(std::span<const DraftToken> draft, const float* logits, int64_t 
     if (token.id < 0 || token.id >= n_vocab) {
       return Status::errorf("verify: draft[{}] token {} outside the vocabulary [0, {})", i, token.id, n_vocab);
     }
+    const int32_t parent = draft_parent(draft, i);
+    if (parent < -1 || parent >= static_cast<int32_t>(i)) {
+      return Status::errorf("verify: draft[{}] has parent {}, expected -1 .. {}", i, token.parent,
+                            static_cast<int64_t>(i) - 1);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (draft_parent(draft, j) != parent) continue;
+      if (draft[j].id == token.id) {
+        return Status::errorf("verify: draft[{}] and draft[{}] are siblings with the same token {}", j, i, token.id);
+      }
+      if (!draft[j].probs.empty() || !token.probs.empty()) {
+        return Status::errorf("verify: draft[{}] and draft[{}] are siblings and one carries probs: siblings are "
+                              "deterministic drafts", j, i);
+      }
+    }
     if (token.probs.empty()) continue;
     double sum = 0.0;
     double own_prob = 0.0;
@@ -91,6 +106,37 @@ RowResult verify_stochastic_row(sampling::Sampler& sampler, const DraftToken& dr
           false};
 }
 
+// Recursive rejection over a node's deterministic children (each q = one-hot at its id): child c is accepted
+// with probability r(c) / sum(r), r the target distribution with the earlier children's ids removed; when all
+// are rejected the token is drawn from r. residual is scratch.
+RowResult verify_children_row(sampling::Sampler& sampler, std::span<const DraftToken> draft,
+                              std::span<const int32_t> children, std::span<const float> row,
+                              std::vector<TokenProb>& target, std::vector<TokenProb>& residual,
+                              int32_t* accepted_child) {
+  const std::span<const TokenProb> distribution = sampler.distribution(row);
+  target.assign(distribution.begin(), distribution.end());
+  residual = target;
+  double sum = 0.0;
+  for (const TokenProb& entry : residual) sum += entry.prob;
+  for (int32_t child : children) {
+    const int32_t id = draft[child].id;
+    const auto it = std::lower_bound(residual.begin(), residual.end(), id,
+                                     [](const TokenProb& entry, int32_t value) { return entry.id < value; });
+    const double weight = it != residual.end() && it->id == id ? it->prob : 0.0;
+    if (sampler.uniform() * sum < weight) {
+      *accepted_child = child;
+      return {id, true};
+    }
+    if (weight > 0.0) {
+      sum -= weight;
+      it->prob = 0.0f;
+    }
+  }
+  // Every kept token was a rejected child only when rounding says so: then p itself is what is left.
+  if (!(sum > 0.0)) residual = target;
+  return {sampler.draw(residual), false};
+}
+
 }  // namespace
 
 Result<VerifyOutcome> verify(sampling::Sampler& sampler, std::span<const DraftToken> draft, const float* logits,
@@ -100,21 +146,35 @@ Result<VerifyOutcome> verify(sampling::Sampler& sampler, std::span<const DraftTo
   VerifyOutcome outcome;
   std::vector<TokenProb> target;
   std::vector<TokenProb> residual;
-  for (size_t i = 0; i <= draft.size(); ++i) {
-    const std::span<const float> row(logits + static_cast<int64_t>(i) * n_vocab, static_cast<size_t>(n_vocab));
+  std::vector<int32_t> children;
+  for (int32_t node = -1;;) {
+    const std::span<const float> row(logits + static_cast<int64_t>(node + 1) * n_vocab, static_cast<size_t>(n_vocab));
+    children.clear();
+    for (size_t i = static_cast<size_t>(node + 1); i < draft.size(); ++i) {
+      if (draft_parent(draft, i) == node) children.push_back(static_cast<int32_t>(i));
+    }
     RowResult result = {0, false};
-    if (i == draft.size()) {
+    int32_t accepted_child = -1;
+    if (children.empty()) {
       result.token = sampler.sample(row);
     } else if (greedy) {
       result.token = sampler.sample(row);
-      result.accepted = result.token == draft[i].id;
+      for (int32_t child : children) {
+        if (draft[child].id == result.token) accepted_child = child;
+      }
+      result.accepted = accepted_child >= 0;
+    } else if (children.size() == 1) {
+      result = verify_stochastic_row(sampler, draft[children[0]], row, target, residual);
+      if (result.accepted) accepted_child = children[0];
     } else {
-      result = verify_stochastic_row(sampler, draft[i], row, target, residual);
+      result = verify_children_row(sampler, draft, children, row, target, residual, &accepted_child);
     }
     outcome.emitted.push_back(result.token);
     sampler.accept(result.token);
     if (!result.accepted) break;
     ++outcome.n_accepted;
+    outcome.path.push_back(accepted_child);
+    node = accepted_child;
     if (stop && stop(result.token)) break;
   }
   return outcome;

@@ -55,6 +55,7 @@ struct RunConfig {
   std::string draft_model;
   bool adaptive = false;
   int64_t draft_vocab = 0;
+  int tree_nodes = 0;
 };
 
 std::unique_ptr<Engine> open(const RunConfig& config) {
@@ -69,6 +70,8 @@ std::unique_ptr<Engine> open(const RunConfig& config) {
   options.spec.draft_model = config.draft_model;
   options.spec.draft_vocab = config.draft_vocab;
   options.spec.draft_max = 4;
+  options.spec.tree_nodes = config.tree_nodes;
+  options.spec.tree_topk = 3;
   options.spec.adaptive = config.adaptive;
   options.spec.oracle_error_rate = 0.35;
   options.spec.oracle_seed = 7;
@@ -131,12 +134,14 @@ struct Case {
   std::string mode;
   std::string rollback;
   int n_slots;
+  int tree_nodes = 0;  // > 0: tree drafts of this many tokens (ngram, oracle)
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string model = info.param.model.substr(0, info.param.model.find("-tiny"));
   std::replace(model.begin(), model.end(), '-', '_');  // test names allow no '-' (falcon-h1)
-  return model + "_" + info.param.mode + "_" + info.param.rollback + "_" + std::to_string(info.param.n_slots) + "slots";
+  return model + "_" + info.param.mode + (info.param.tree_nodes > 0 ? "_tree" : "") + "_" + info.param.rollback +
+         "_" + std::to_string(info.param.n_slots) + "slots";
 }
 
 class SpecExactness : public ::testing::TestWithParam<Case> {};
@@ -148,6 +153,7 @@ TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
   config.mode = c.mode;
   config.rollback = c.rollback;
   config.n_slots = c.n_slots;
+  config.tree_nodes = c.tree_nodes;
   if (c.mode == "draft") config.draft_model = test::twin_of(c.model);
   const std::vector<Output>& plain = reference(c.model);
   std::vector<std::vector<int32_t>> oracle;
@@ -173,7 +179,12 @@ TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
     rollbacks += spec[p].spec.rollbacks;
   }
   EXPECT_GT(drafted, 0) << "the proposer never drafted, so nothing was verified";
-  if (c.mode == "oracle") {
+  if (c.tree_nodes > 0) {
+    int64_t tree_rounds = 0;
+    for (const Output& out : spec) tree_rounds += out.spec.tree_rounds;
+    EXPECT_GT(tree_rounds, 0) << "no draft branched, so no tree was verified";
+  }
+  if (c.mode == "oracle" && c.tree_nodes == 0) {
     // Fixed draft length 4 with errors at rate 0.35: full acceptance, rejection at the first token and in
     // between all occur.
     int64_t rounds = 0, first_rejected = 0, all_accepted = 0, partial = 0;
@@ -202,6 +213,12 @@ std::vector<Case> cases() {
       if (mode == "mtp" && !test::has_mtp(arch)) continue;
       for (const std::string rollback : {"replay", "snapshot", "checkpoint"}) {
         for (int n_slots : {1, 4}) out.push_back({model, mode, rollback, n_slots});
+      }
+    }
+    // Trees of 8 tokens (depth up to 4, 3 branches) from the two proposers that branch.
+    for (const std::string mode : {"ngram", "oracle"}) {
+      for (const std::string rollback : {"replay", "snapshot"}) {
+        for (int n_slots : {1, 4}) out.push_back({model, mode, rollback, n_slots, 8});
       }
     }
   }
@@ -262,6 +279,11 @@ TEST(SpecOptions, BadOptionsAreRefusedWithAReason) {
   refused([](EngineOptions& o) { o.model_path = data_path("lfm2-tiny-f32.gguf"); o.spec.mode = "mtp"; }, "no next-token-prediction");
   refused([](EngineOptions& o) { o.spec.mode = "oracle"; o.spec.oracle_error_rate = 1.5; }, "oracle error rate must be in [0, 1], got 1.5");
   refused([](EngineOptions& o) { o.spec.draft_vocab = 100; }, "draft-vocab applies to --spec draft");
+  refused([](EngineOptions& o) { o.spec.tree_nodes = 65; }, "draft-tree-nodes must be in [0, 64] (0: chains), got 65");
+  refused([](EngineOptions& o) { o.spec.tree_nodes = 8; o.spec.tree_topk = 0; }, "draft-tree-topk must be in [1, 16], got 0");
+  refused([](EngineOptions& o) { o.spec.mode = "mtp"; o.spec.tree_nodes = 8; }, "come from the ngram and oracle proposers, not 'mtp'");
+  refused([](EngineOptions& o) { o.spec.tree_nodes = 8; o.spec.rollback = "checkpoint"; }, "tree drafts need the replay or snapshot");
+  refused([](EngineOptions& o) { o.spec.tree_nodes = 20; o.n_slots = 4; }, "cannot hold a verify batch of 21 tokens for each of 4 slots");
   refused([](EngineOptions& o) {
     o.spec.mode = "draft";
     o.spec.draft_model = data_path("qwen35-tiny-f32.gguf");
@@ -357,7 +379,8 @@ double chi_square_p_value(double x2, int df) {
 // The first two sampled tokens (t1 from the prefill, t2 from the first verify round) under speculation, over
 // many seeds, against the exact joint p(t1) p(t2 | t1) of the target with top-k 4 at temperature 3 (flat
 // enough inside the top 4 that drafts from it are accepted often).
-void expect_target_distribution(const std::string& mode, const std::string& draft_model, int kSamples) {
+void expect_target_distribution(const std::string& mode, const std::string& draft_model, int kSamples,
+                                int tree_nodes = 0) {
   constexpr int kTopK = 4;
   constexpr double kTemperature = 3.0;
   const std::string model = data_path("qwen35-tiny-f32.gguf");
@@ -410,6 +433,7 @@ void expect_target_distribution(const std::string& mode, const std::string& draf
   options.spec.adaptive = false;
   options.spec.ngram_min = 1;  // look up t1 alone: its pair at the end of the prompt
   options.spec.ngram_max = 1;
+  options.spec.tree_nodes = tree_nodes;
   auto spec_engine = Engine::open(options);
   ASSERT_TRUE(spec_engine.is_ok()) << spec_engine.status().message();
   std::map<std::pair<int32_t, int32_t>, int64_t> observed;
@@ -432,11 +456,16 @@ void expect_target_distribution(const std::string& mode, const std::string& draf
     ids[s] = *id;
   }
   while (!(*spec_engine)->idle()) ASSERT_TRUE((*spec_engine)->step().is_ok());
+  int64_t tree_rounds = 0;
   for (int s = 0; s < kSamples; ++s) {
     ASSERT_GE(outputs[s].size(), 2u);
     ++observed[{outputs[s][0], outputs[s][1]}];
     verified += (*spec_engine)->timings(ids[s]).spec.rounds;
     accepted += (*spec_engine)->timings(ids[s]).spec.accepted;
+    tree_rounds += (*spec_engine)->timings(ids[s]).spec.tree_rounds;
+  }
+  if (tree_nodes > 0) {
+    EXPECT_GT(tree_rounds, kSamples / 10) << "few drafts branched";
   }
   // Both branches of the rule must have been taken: acceptance (p/q) and resampling from the residual.
   EXPECT_GT(accepted, kSamples / 50);
@@ -460,6 +489,10 @@ void expect_target_distribution(const std::string& mode, const std::string& draf
 }
 
 TEST(SpecSampling, NgramKeepsTheTargetDistribution) { expect_target_distribution("ngram", "", 1000); }
+
+// Trees of continuations: t1 recurs in the prompt with other followers, so the root's children are
+// alternatives, verified by recursive rejection.
+TEST(SpecSampling, NgramTreesKeepTheTargetDistribution) { expect_target_distribution("ngram", "", 1000, 6); }
 
 TEST(SpecSampling, DraftModelKeepsTheTargetDistribution) {
   expect_target_distribution("draft", test::twin_of("qwen35-tiny-f32.gguf"), 2000);

@@ -428,6 +428,97 @@ TEST(VerifyErrors, RejectsBadInputWithAClearMessage) {
   expect_error({{1, {{0, 0.5f}, {2, 0.5f}}}}, logits.data(), 4, "draft[0] token 1 has probability 0 in its own probs");
 }
 
+// A tree's greedy walk: at each node the argmax picks among its children, and the path is the longest one
+// whose every token is the argmax after its ancestors; random trees over random rows, against the walk spelled
+// out here.
+TEST(VerifyTreeGreedy, AcceptsTheLongestArgmaxPath) {
+  constexpr int64_t n_vocab = 6;  // few ids, so children often hold the argmax
+  std::mt19937_64 rng(23);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 12);
+    std::vector<DraftToken> draft;
+    for (int i = 0; i < n; ++i) {
+      const int32_t parent = static_cast<int32_t>(rng() % (i + 1)) - 1;  // -1 .. i - 1
+      std::vector<int32_t> taken;
+      for (const DraftToken& token : draft) {
+        if (token.parent == parent) taken.push_back(token.id);
+      }
+      if (taken.size() == n_vocab) break;
+      int32_t id = static_cast<int32_t>(rng() % n_vocab);
+      while (std::find(taken.begin(), taken.end(), id) != taken.end()) id = (id + 1) % n_vocab;
+      draft.push_back({id, {}, parent});
+    }
+    const std::vector<float> logits = random_logits(rng, (draft.size() + 1) * n_vocab, -4.0, 4.0);
+    std::vector<int32_t> expected_emitted;
+    std::vector<int32_t> expected_path;
+    for (int32_t node = -1;;) {
+      const int32_t best = reference_argmax(std::span(logits).subspan((node + 1) * n_vocab, n_vocab));
+      expected_emitted.push_back(best);
+      int32_t next = -2;
+      for (size_t i = 0; i < draft.size(); ++i) {
+        if (draft[i].parent == node && draft[i].id == best) next = static_cast<int32_t>(i);
+      }
+      if (next == -2) break;
+      expected_path.push_back(next);
+      node = next;
+    }
+    Sampler sampler = make_sampler({.temperature = 0.0f, .seed = 5});
+    const VerifyOutcome outcome = verify_ok(sampler, draft, logits, n_vocab);
+    EXPECT_EQ(outcome.emitted, expected_emitted) << "trial " << trial;
+    EXPECT_EQ(outcome.path, expected_path) << "trial " << trial;
+    EXPECT_EQ(outcome.n_accepted, static_cast<int>(expected_path.size()));
+  }
+}
+
+// Recursive rejection over deterministic siblings keeps the target's distribution: the root has children 0, 1
+// and 4 (child 1 with a child 2 of its own), and the first token has p(row 0), the second, after an accepted
+// 1, p(row of draft 1); a root with every kept id as a child accepts one always.
+TEST(VerifyTreeStochastic, SiblingsEmitTheTargetDistribution) {
+  constexpr int64_t n_samples = 200000;
+  const SamplingParams params = {.temperature = 0.9f, .top_k = 6, .seed = 41};
+  const std::vector<DraftToken> draft = {{0, {}, -1}, {1, {}, -1}, {2, {}, 1}, {4, {}, -1}};
+  // Rows: root, draft 0, draft 1, draft 2 (a leaf), draft 3.
+  const std::vector<float> logits = rows({kRow0, kRow1, kRow1, kRow0, kRow1});
+  Sampler sampler = make_sampler(params);
+  std::vector<int64_t> first(kSmallVocab, 0);
+  std::vector<int64_t> second_after_1(kSmallVocab, 0);
+  for (int64_t s = 0; s < n_samples; ++s) {
+    const VerifyOutcome outcome = verify_ok(sampler, draft, logits, kSmallVocab);
+    ++first[outcome.emitted[0]];
+    const bool child_accepted = outcome.emitted[0] == 0 || outcome.emitted[0] == 1 || outcome.emitted[0] == 4;
+    ASSERT_EQ(outcome.n_accepted >= 1, child_accepted) << "token " << outcome.emitted[0];
+    if (outcome.emitted[0] == 1) {
+      ASSERT_GE(outcome.emitted.size(), 2u);
+      ++second_after_1[outcome.emitted[1]];
+    }
+  }
+  expect_distribution(first, reference_probs(kRow0, params), "tree root, children 0 1 4");
+  expect_distribution(second_after_1, reference_probs(kRow1, params), "tree after child 1, its child 2");
+
+  const std::vector<double> p = reference_probs(kRow0, params);
+  std::vector<DraftToken> every_kept;
+  for (int32_t id = 0; id < kSmallVocab; ++id) {
+    if (p[id] > 0.0) every_kept.push_back({id, {}, -1});
+  }
+  const std::vector<float> wide = rows({kRow0, kRow1, kRow1, kRow1, kRow1, kRow1, kRow1});
+  ASSERT_EQ(every_kept.size(), 6u);
+  std::vector<int64_t> counts(kSmallVocab, 0);
+  for (int64_t s = 0; s < n_samples / 4; ++s) {
+    const VerifyOutcome outcome = verify_ok(sampler, every_kept, wide, kSmallVocab);
+    ASSERT_EQ(outcome.n_accepted, 1) << "a kept token was not among the children";
+    ++counts[outcome.emitted[0]];
+  }
+  expect_distribution(counts, p, "tree root, every kept id a child");
+}
+
+TEST(VerifyTreeErrors, RejectsBadTreesWithAClearMessage) {
+  const std::vector<float> logits(4 * 4, 0.5f);
+  expect_error({{1, {}, -1}, {2, {}, 1}}, logits.data(), 4, "draft[1] has parent 1, expected -1 .. 0");
+  expect_error({{1, {}, -1}, {2, {}, -3}}, logits.data(), 4, "draft[1] has parent -3");
+  expect_error({{1, {}, -1}, {1, {}, -1}}, logits.data(), 4, "draft[0] and draft[1] are siblings with the same token 1");
+  expect_error({{1, {}, -1}, {2, {{2, 1.0f}}, -1}}, logits.data(), 4, "siblings and one carries probs");
+}
+
 // The p-values above are only as good as this helper: closed forms and a table value.
 TEST(VerifyTestMath, ChiSquarePValue) {
   for (double x : {0.5, 2.0, 9.0, 40.0}) EXPECT_NEAR(chi_square_p_value(x, 2), std::exp(-x / 2), 1e-12);

@@ -1,0 +1,161 @@
+// links: rewind_spec
+// The proposers that branch, against properties checked here: an n-gram tree's every path is a continuation of
+// an earlier occurrence of the sequence's suffix, its first path starts with the chain lookup's draft, every such
+// continuation (of the longest suffix, most recent first) is in it while the budget allows, and it keeps its
+// budget, depth, branching and depth-first order with distinct siblings. The oracle's tree holds the true
+// continuation's nodes exactly where its rank model puts them, and its shape follows the confidences.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "spec/ngram.h"
+#include "spec/oracle.h"
+#include "spec/verify.h"
+
+namespace rwd::spec {
+namespace {
+
+// A draft tree's paths from the root, one per node (the tokens of the node and its ancestors).
+std::vector<std::vector<int32_t>> paths_of(const std::vector<DraftToken>& tree) {
+  std::vector<std::vector<int32_t>> paths;
+  for (size_t i = 0; i < tree.size(); ++i) {
+    std::vector<int32_t> path;
+    for (int32_t n = static_cast<int32_t>(i); n >= 0; n = draft_parent(tree, n)) path.insert(path.begin(), tree[n].id);
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+// Depth-first order (each node's parent on the path of the node before it), parents before children, siblings
+// distinct, at most `topk` children each.
+void expect_well_formed(const std::vector<DraftToken>& tree, int topk) {
+  std::vector<int32_t> stack;
+  std::map<int32_t, std::set<int32_t>> children;
+  for (size_t i = 0; i < tree.size(); ++i) {
+    const int32_t parent = draft_parent(tree, i);
+    ASSERT_LT(parent, static_cast<int32_t>(i));
+    while (!stack.empty() && stack.back() != parent) stack.pop_back();
+    ASSERT_TRUE(parent == -1 || !stack.empty()) << "node " << i << " is out of depth-first order";
+    stack.push_back(static_cast<int32_t>(i));
+    ASSERT_TRUE(children[parent].insert(tree[i].id).second) << "node " << i << " repeats a sibling's token";
+    EXPECT_LE(static_cast<int>(children[parent].size()), topk);
+  }
+}
+
+TEST(NgramTree, PathsAreEarlierContinuationsAndTheFirstIsTheChain) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    // Few distinct ids, so suffixes recur with different continuations.
+    std::vector<int32_t> tokens(20 + rng() % 80);
+    for (int32_t& id : tokens) id = static_cast<int32_t>(rng() % 5);
+    const int max_draft = 1 + static_cast<int>(rng() % 6);
+    const int max_nodes = max_draft + static_cast<int>(rng() % 12);
+    const int topk = 1 + static_cast<int>(rng() % 4);
+    const int ngram_min = 1 + static_cast<int>(rng() % 2);
+    const int ngram_max = ngram_min + static_cast<int>(rng() % 3);
+    const std::vector<DraftToken> tree =
+        NgramProposer::lookup_tree(tokens, ngram_min, ngram_max, max_draft, max_nodes, topk);
+    ASSERT_NO_FATAL_FAILURE(expect_well_formed(tree, topk));
+    EXPECT_LE(static_cast<int>(tree.size()), max_nodes);
+    const std::vector<std::vector<int32_t>> paths = paths_of(tree);
+    // Every path follows some earlier occurrence of a suffix of length in [ngram_min, ngram_max].
+    const auto len = static_cast<int64_t>(tokens.size());
+    for (const std::vector<int32_t>& path : paths) {
+      EXPECT_LE(static_cast<int>(path.size()), max_draft);
+      bool found = false;
+      for (int64_t n = ngram_min; n <= ngram_max && n < len && !found; ++n) {
+        for (int64_t i = 0; i + n < len && !found; ++i) {
+          if (!std::equal(tokens.end() - n, tokens.end(), tokens.begin() + i)) continue;
+          const int64_t from = i + n;
+          found = from + static_cast<int64_t>(path.size()) <= len &&
+                  std::equal(path.begin(), path.end(), tokens.begin() + from);
+        }
+      }
+      EXPECT_TRUE(found) << "trial " << trial << ": a path follows no earlier occurrence of the suffix";
+    }
+    // The chain's draft starts the first path, whole (an older continuation that shares it may extend it where
+    // the newest ran into the end of the sequence).
+    const std::vector<int32_t> chain = NgramProposer::lookup(tokens, ngram_min, ngram_max, max_draft);
+    std::vector<int32_t> first_path;
+    for (size_t i = 0; i < tree.size() && draft_parent(tree, i) == static_cast<int32_t>(i) - 1; ++i) {
+      first_path.push_back(tree[i].id);
+    }
+    ASSERT_GE(first_path.size(), chain.size()) << "trial " << trial;
+    EXPECT_TRUE(std::equal(chain.begin(), chain.end(), first_path.begin())) << "trial " << trial;
+  }
+}
+
+TEST(NgramTree, AmpleBudgetHoldsEveryContinuationOfTheLongestSuffix) {
+  // "a b X ..." recurs with three continuations; the suffix "a b" matches all three.
+  const std::vector<int32_t> tokens = {1, 2, 7, 8, 9, 5, 1, 2, 7, 3, 4, 6, 1, 2, 6, 6, 0, 1, 2};
+  const std::vector<DraftToken> tree = NgramProposer::lookup_tree(tokens, 2, 2, 3, 32, 4);
+  ASSERT_NO_FATAL_FAILURE(expect_well_formed(tree, 4));
+  const std::vector<std::vector<int32_t>> paths = paths_of(tree);
+  const std::set<std::vector<int32_t>> path_set(paths.begin(), paths.end());
+  for (const std::vector<int32_t>& continuation :
+       {std::vector<int32_t>{6, 6, 0}, std::vector<int32_t>{7, 3, 4}, std::vector<int32_t>{7, 8, 9}}) {
+    EXPECT_TRUE(path_set.count(continuation)) << "missing continuation " << continuation[0] << " "
+                                              << continuation[1] << " " << continuation[2];
+  }
+  // The most recent occurrence's continuation first; the shared prefix 7 is one node.
+  EXPECT_EQ(paths[2], (std::vector<int32_t>{6, 6, 0}));
+  EXPECT_EQ(tree.size(), 8u);  // 6 6 0, 7 3 4, and 8 9 under the shared 7
+  // A budget of 4 keeps the chain and one more node.
+  EXPECT_EQ(NgramProposer::lookup_tree(tokens, 2, 2, 3, 4, 4).size(), 4u);
+  // One child per node: the chain.
+  const std::vector<DraftToken> chain = NgramProposer::lookup_tree(tokens, 2, 2, 3, 32, 1);
+  EXPECT_TRUE(is_chain(chain));
+  EXPECT_EQ(chain.size(), 3u);
+}
+
+// The oracle's tree with the true continuation 10, 11, 12, ...: a node is true only when its rank is the truth's
+// for its position and its parent is true, and the chain (topk 1) equals the chain proposer's draft.
+TEST(OracleTree, TrueNodesFollowTheRankModelAndTheChainIsTheChainDraft) {
+  std::vector<int32_t> oracle;
+  for (int32_t i = 0; i < 40; ++i) oracle.push_back(10 + i);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  for (double error_rate : {0.0, 0.3, 0.6}) {
+    OracleProposer proposer(error_rate, 7, 512);
+    for (int generated = 0; generated < 20; ++generated) {
+      std::vector<int32_t> tokens = prompt;
+      tokens.insert(tokens.end(), oracle.begin(), oracle.begin() + generated);
+      ProposeRequest request;
+      request.tokens = tokens;
+      request.n_prompt = static_cast<int64_t>(prompt.size());
+      request.oracle = oracle;
+      request.max_draft = 5;
+      std::vector<std::vector<DraftToken>> chain;
+      ASSERT_TRUE(proposer.propose({&request, 1}, chain).is_ok());
+      request.max_nodes = 5;
+      request.tree_topk = 1;
+      const std::vector<DraftToken> spine = proposer.propose_tree(request);
+      ASSERT_EQ(spine.size(), chain[0].size());
+      for (size_t i = 0; i < spine.size(); ++i) EXPECT_EQ(spine[i].id, chain[0][i].id) << "depth " << i + 1;
+
+      request.max_nodes = 12;
+      request.tree_topk = 3;
+      const std::vector<DraftToken> tree = proposer.propose_tree(request);
+      ASSERT_NO_FATAL_FAILURE(expect_well_formed(tree, 3));
+      EXPECT_LE(tree.size(), 12u);
+      // A node is the true token exactly when its path is a prefix of the true continuation.
+      const std::vector<std::vector<int32_t>> paths = paths_of(tree);
+      int on_path = 0;
+      for (const std::vector<int32_t>& path : paths) {
+        EXPECT_LE(path.size(), 5u);
+        on_path += std::equal(path.begin(), path.end(), oracle.begin() + generated) ? 1 : 0;
+      }
+      if (error_rate == 0.0) {
+        EXPECT_EQ(on_path, 5) << "a perfect oracle's tree holds the true continuation to the full depth";
+        EXPECT_TRUE(is_chain(tree)) << "with no doubt there is nothing to branch on";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rwd::spec
