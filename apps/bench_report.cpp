@@ -46,7 +46,7 @@ const char* pick(const char* const (&colors)[N], size_t index) {
 // The columns of results.csv and of the report's full table, in reading order; fields the rows carry beyond
 // these are appended, sorted, so a new field shows up without a change here.
 constexpr const char* kCanonicalColumns[] = {
-    "workload", "spec", "rollback", "draft_max", "slots",
+    "workload", "spec", "rollback", "draft_max", "tree_nodes", "slots",
     "tokens_per_second_median", "tokens_per_second_min", "tokens_per_second_max", "speedup_vs_plain",
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
     "acceptance_rate", "acceptance_by_position", "accepted_per_round", "rounds", "plain_steps", "mostly_plain",
@@ -87,11 +87,16 @@ struct BenchRow {
   std::string error;  // empty: the row was measured
   int draft_max = 0;
   int n_slots = 0;
+  int tree_nodes = 0;  // > 0: tree drafts of this budget
 
   bool plain() const { return spec == "none"; }
   bool failed() const { return !error.empty(); }
   std::optional<double> number(std::initializer_list<const char*> keys) const { return number_at(*fields, keys); }
-  std::string label() const { return plain() ? "plain" : fmt::format("{} {} k{}", spec, rollback, draft_max); }
+  std::string label() const {
+    if (plain()) return "plain";
+    return tree_nodes > 0 ? fmt::format("{} {} k{} tree {}", spec, rollback, draft_max, tree_nodes)
+                          : fmt::format("{} {} k{}", spec, rollback, draft_max);
+  }
 };
 
 // The rollback-relevant state of a row in bytes: what a policy keeps to undo rejected draft tokens, plus the
@@ -150,6 +155,7 @@ ReportInput read_input(const json& results) {
     row.rollback = string_at(fields, "rollback");
     row.draft_max = static_cast<int>(number_at(fields, {"draft_max"}).value_or(0));
     row.n_slots = static_cast<int>(number_at(fields, {"slots"}).value_or(0));
+    row.tree_nodes = static_cast<int>(number_at(fields, {"tree_nodes"}).value_or(0));
     if (fields.is_object() && fields.contains("error") && !fields["error"].is_null()) {
       row.error = fields["error"].is_string() ? fields["error"].get<std::string>() : dump_json(fields["error"]);
     }
@@ -230,7 +236,9 @@ constexpr size_t kIdentityColumns = 5;  // workload … slots; an error row show
 std::string or_dash(std::optional<double> value) { return value ? format_short(*value) : "-"; }
 
 std::vector<std::string> compact_cells(const BenchRow& row) {
-  std::vector<std::string> cells = {row.workload, row.spec, row.rollback, fmt::format("{}", row.draft_max),
+  std::vector<std::string> cells = {row.workload, row.spec, row.rollback,
+                                    row.tree_nodes > 0 ? fmt::format("{} tree {}", row.draft_max, row.tree_nodes)
+                                                       : fmt::format("{}", row.draft_max),
                                     fmt::format("{}", row.n_slots)};
   if (row.failed()) {
     cells.push_back("error: " + row.error);
@@ -539,7 +547,7 @@ Status write_state_plot(const ReportInput& input, const fs::path& dir, std::vect
   std::vector<std::string> specs_used;
   for (const BenchRow* row : rows) {
     const auto bytes = rollback_state_bytes(*row);
-    if (!bytes) continue;
+    if (!bytes || row->tree_nodes > 0) continue;  // a tree's transactions hold its budget, not draft_max tokens
     if (row->plain()) {
       plain_mib.emplace(row->n_slots, *bytes / kMiB);
       continue;
@@ -624,6 +632,7 @@ Status write_tpot_plot(const ReportInput& input, const std::string& workload, co
   std::map<std::string, std::map<int, std::pair<double, double>>> points;  // label → slots → (p50, p90)
   for (const BenchRow* row : rows) {
     if (!row->plain() && row->draft_max != depth) continue;
+    if (row->tree_nodes > 0) continue;  // the chains' chart
     const auto p50 = row->number({"tpot_ms", "p50"});
     if (!p50) continue;
     add_unique(labels, row->label());
@@ -685,7 +694,7 @@ Status write_acceptance_plot(const ReportInput& input, const std::string& worklo
   for (const std::string& spec : input.specs) {
     for (const BenchRow* row : rows) {
       if (row->spec != spec || row->draft_max != depth || row->n_slots != counts.front() ||
-          row->rollback != input.rollbacks.front()) {
+          row->rollback != input.rollbacks.front() || row->tree_nodes > 0) {
         continue;
       }
       const json& rates = row->fields->value("acceptance_by_position", json());
@@ -789,7 +798,7 @@ std::string memory_summary(const ReportInput& input) {
   if (input.workloads.empty()) return "";
   std::map<std::tuple<std::string, int, int>, std::pair<const BenchRow*, const BenchRow*>> pairs;
   for (const BenchRow* row : measured_rows(input, input.workloads.front())) {
-    if (!rollback_state_bytes(*row)) continue;
+    if (!rollback_state_bytes(*row) || row->tree_nodes > 0) continue;
     auto& pair = pairs[{row->spec, row->draft_max, row->n_slots}];
     if (row->rollback == "replay" && !pair.first) pair.first = row;
     if (row->rollback == "snapshot" && !pair.second) pair.second = row;
@@ -830,7 +839,7 @@ std::string speed_summary(const ReportInput& input) {
   std::map<std::tuple<std::string, std::string, int, int>, std::pair<double, double>> pairs;
   for (const BenchRow& row : input.rows) {
     const auto tps = row.failed() ? std::nullopt : row.number({"tokens_per_second", "median"});
-    if (!tps || (row.rollback != "replay" && row.rollback != "checkpoint")) continue;
+    if (!tps || (row.rollback != "replay" && row.rollback != "checkpoint") || row.tree_nodes > 0) continue;
     auto& pair = pairs.try_emplace({row.workload, row.spec, row.draft_max, row.n_slots}, NAN, NAN).first->second;
     (row.rollback == "replay" ? pair.first : pair.second) = *tps;
   }

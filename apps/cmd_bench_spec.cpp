@@ -37,6 +37,7 @@ struct Config {
   std::string rollback = "-";
   int draft_max = 0;
   int slots = 1;
+  int tree_nodes = 0;
 };
 
 Result<Workload> load_workload(const std::string& path) {
@@ -62,7 +63,8 @@ Result<Workload> load_workload(const std::string& path) {
 
 std::string config_label(const Config& config) {
   if (config.spec == "none") return fmt::format("plain, {} slot(s)", config.slots);
-  return fmt::format("{} {} k{}, {} slot(s)", config.spec, config.rollback, config.draft_max, config.slots);
+  const std::string tree = config.tree_nodes > 0 ? fmt::format(" tree {}", config.tree_nodes) : "";
+  return fmt::format("{} {} k{}{}, {} slot(s)", config.spec, config.rollback, config.draft_max, tree, config.slots);
 }
 
 // Progress on stderr: a bar redrawn in place on a terminal, a line per configuration otherwise.
@@ -125,7 +127,7 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
   engine_options.n_threads = options.n_threads;
   engine_options.n_ctx = options.n_ctx;
   engine_options.n_slots = config.slots;
-  engine_options.n_batch = std::max(512, config.slots * (config.draft_max + 1));
+  engine_options.n_batch = std::max(512, config.slots * (std::max(config.draft_max, config.tree_nodes) + 1));
   engine_options.spec.mode = config.spec;
   if (config.spec != "none") {
     engine_options.spec.draft_max = config.draft_max;
@@ -139,6 +141,8 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
     engine_options.spec.oracle_error_rate = options.oracle_error_rate;
     engine_options.spec.ngram_min = options.ngram_min;
     engine_options.spec.ngram_max = options.ngram_max;
+    engine_options.spec.tree_nodes = config.tree_nodes;
+    engine_options.spec.tree_topk = options.tree_topk;
   }
   if (config.spec == "oracle" && !oracle_ids) return Status::error("--spec oracle needs the plain run's output first");
   REWIND_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::open(engine_options));
@@ -198,6 +202,8 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
       spec.rollback_bytes_copied += s.rollback_bytes_copied;
       spec.plain_steps += s.plain_steps;
       spec.fallbacks += s.fallbacks;
+      spec.tree_rounds += s.tree_rounds;
+      spec.tree_nodes += s.tree_nodes;
       if (spec.drafted_by_position.size() < s.drafted_by_position.size()) {
         spec.drafted_by_position.resize(s.drafted_by_position.size(), 0);
         spec.accepted_by_position.resize(s.drafted_by_position.size(), 0);
@@ -231,6 +237,10 @@ Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& w
   row["acceptance_by_position"] = by_position;
   row["accepted_per_round"] = speculating && spec.rounds > 0 ? json(per_round(static_cast<double>(spec.accepted)))
                                                              : json(nullptr);
+  // Drafted tokens each verify forward checked: the verified-token budget a tree spends on alternatives.
+  row["verified_per_round"] = speculating && spec.rounds > 0 ? json(per_round(static_cast<double>(spec.drafted)))
+                                                             : json(nullptr);
+  row["tree_rounds"] = spec.tree_rounds;
   row["rounds"] = spec.rounds;
   row["drafted"] = spec.drafted;
   row["accepted"] = spec.accepted;
@@ -263,6 +273,9 @@ std::string command_line(const BenchSpecOptions& options) {
   if (options.spec.find("ngram") != std::string::npos) {
     command += fmt::format(" --ngram-min {} --ngram-max {}", options.ngram_min, options.ngram_max);
   }
+  if (options.tree_nodes != "0") {
+    command += fmt::format(" --draft-tree-nodes {} --draft-tree-topk {}", options.tree_nodes, options.tree_topk);
+  }
   if (!options.out.empty()) command += " --out " + options.out;
   return command;
 }
@@ -273,8 +286,9 @@ int bench_spec(const BenchSpecOptions& options) {
   auto policies = split_list("--rollback", options.rollback);
   auto depths = parse_int_list("--draft-max", options.draft_max, 1, 32);
   auto slot_counts = parse_int_list("--slots", options.slots, 1, 64);
+  auto tree_budgets = parse_int_list("--draft-tree-nodes", options.tree_nodes, 0, SpecOptions::kMaxTreeNodes);
   for (const Status* status : {&files.status(), &modes.status(), &policies.status(), &depths.status(),
-                               &slot_counts.status()}) {
+                               &slot_counts.status(), &tree_budgets.status()}) {
     if (!status->is_ok()) return report_error(status->message());
   }
   if (options.reps < 1 || options.n_gen < 2 || options.max_prompts < 0) {
@@ -322,7 +336,13 @@ int bench_spec(const BenchSpecOptions& options) {
       plan.push_back({w, Config{"none", "-", 0, slots}});
       for (const std::string& mode : *modes) {
         for (const std::string& policy : policy_list) {
-          for (int depth : depth_list) plan.push_back({w, Config{mode, policy, depth, slots}});
+          for (int depth : depth_list) {
+            for (int tree : *tree_budgets) {
+              // Trees come from the proposers that branch; the others' rows are their chains once.
+              if (tree > 0 && mode != "ngram" && mode != "oracle" && mode != "mtp") continue;
+              plan.push_back({w, Config{mode, policy, depth, slots, tree}});
+            }
+          }
         }
       }
     }
@@ -341,7 +361,8 @@ int bench_spec(const BenchSpecOptions& options) {
   for (const auto& [w, config] : plan) {
     const Workload& workload = workloads[w];
     json row = {{"workload", workload.name}, {"spec", config.spec},   {"rollback", config.rollback},
-                {"draft_max", config.draft_max}, {"slots", config.slots}, {"error", nullptr}};
+                {"draft_max", config.draft_max}, {"slots", config.slots}, {"tree_nodes", config.tree_nodes},
+                {"error", nullptr}};
     const auto reference_it = reference_ids.find(workload.name);
     auto outcome = run_config(options, workload, config, n_gen, reps,
                               reference_it != reference_ids.end() ? &reference_it->second : nullptr, progress);
@@ -412,6 +433,11 @@ void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_c
   cmd->add_option("--rollback", options.rollback, "rollback policies, comma-separated: replay, snapshot, checkpoint, none")
       ->capture_default_str();
   cmd->add_option("--draft-max", options.draft_max, "draft lengths, comma-separated")->capture_default_str();
+  cmd->add_option("--draft-tree-nodes", options.tree_nodes,
+                  "tree budgets for ngram, mtp and oracle rows, comma-separated (0: chains; depth up to the draft length)")
+      ->capture_default_str();
+  cmd->add_option("--draft-tree-topk", options.tree_topk, "tree rows: most alternatives after one token")
+      ->capture_default_str();
   cmd->add_option("--slots", options.slots, "slot counts (concurrency), comma-separated")->capture_default_str();
   cmd->add_option("-r,--reps", options.reps, "measured repetitions per configuration (median reported)")
       ->capture_default_str();

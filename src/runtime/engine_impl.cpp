@@ -120,8 +120,8 @@ Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
   if (spec.tree_topk < 1 || spec.tree_topk > 16) {
     return Status::errorf("draft-tree-topk must be in [1, 16], got {}", spec.tree_topk);
   }
-  if (spec.tree_nodes > 0 && spec.mode != "ngram" && spec.mode != "oracle") {
-    return Status::errorf("tree drafts (--draft-tree-nodes {}) come from the ngram and oracle proposers, not '{}'",
+  if (spec.tree_nodes > 0 && spec.mode != "ngram" && spec.mode != "oracle" && spec.mode != "mtp") {
+    return Status::errorf("tree drafts (--draft-tree-nodes {}) come from the ngram, mtp and oracle proposers, not '{}'",
                           spec.tree_nodes, spec.mode);
   }
   const int verify_tokens = 1 + std::max(spec.draft_max, spec.tree_nodes);
@@ -728,8 +728,8 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     k = static_cast<int>(std::min<int64_t>(k, room));
     if (k < 1) continue;
     // A tree spends its nodes on alternatives too: never fewer than the chain it would replace.
-    const int nodes =
-        tree_nodes(slot) > 0 ? static_cast<int>(std::min<int64_t>(std::max(tree_nodes(slot), k), node_room)) : 0;
+    const bool tree = tree_nodes(slot) > 0 && slot.policy->next_tree();
+    const int nodes = tree ? static_cast<int>(std::min<int64_t>(std::max(tree_nodes(slot), k), node_room)) : 0;
     requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), k, nodes));
     request_slots.push_back(index);
   }
@@ -778,7 +778,9 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     run.first_position = slot.n_computed;
     const int64_t newest = static_cast<int64_t>(slot.tokens.size()) - 1;
     for (size_t r = 0; r < request_slots.size(); ++r) {
-      if (request_slots[r] == index) run.draft = std::move(drafts[r]);
+      if (request_slots[r] != index) continue;
+      run.draft = std::move(drafts[r]);
+      run.tree_asked = requests[r].max_nodes > 0;
     }
     if (!run.draft.empty()) {
       Result<state::Transaction> txn = state_->begin(index, static_cast<int32_t>(newest));
@@ -837,6 +839,12 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
   const int32_t last_accepted = outcome.path.empty() ? -1 : outcome.path.back();
   bool rejected = false;  // a drafted token after the accepted ones was verified and not taken
   for (size_t i = 0; i < run.draft.size(); ++i) rejected = rejected || spec::draft_parent(run.draft, i) == last_accepted;
+  // The draft's first path is the chain the proposer would have drafted; what of it was accepted is what the
+  // draft-length policy learns from, so that a tree's alternatives do not pass for a chain's acceptance.
+  int chain_length = 0;
+  while (chain_length < n_drafted && spec::draft_parent(run.draft, chain_length) == chain_length - 1) ++chain_length;
+  int chain_accepted = 0;
+  while (chain_accepted < outcome.n_accepted && outcome.path[chain_accepted] == chain_accepted) ++chain_accepted;
   SpecStats& stats = slot.timings.spec;
   ++stats.rounds;
   stats.drafted += n_drafted;
@@ -852,7 +860,10 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
   for (int i = 0; i < n_depths; ++i) ++stats.drafted_by_position[i];
   for (int i = 0; i < outcome.n_accepted; ++i) ++stats.accepted_by_position[i];
   if (rejected) ++stats.rollbacks;
-  slot.policy->record(tree ? n_depths : n_drafted, outcome.n_accepted, rejected);
+  slot.policy->record(chain_length, chain_accepted);
+  if (tree_nodes(slot) > 0) {
+    slot.policy->record_shape(run.tree_asked, 1 + outcome.n_accepted, cost_.relative_cost(run.n_tokens));
+  }
 
   const int64_t n_keep = 1 + outcome.n_accepted;
   std::vector<int32_t> kept_path(1, 0);  // transaction token indices: the newest token, then the accepted drafts
@@ -861,9 +872,18 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
                           tree ? run.txn->commit_path(kept_path) : run.txn->commit(n_keep));
   run.txn.reset();
   const int64_t n_plain = txn_first - run.first_position;
+  const float* run_hidden = forward_->hidden_rows() + run_first_row_ * info_.n_embd;
+  if (tree) {
+    // The kept tokens' rows in order: the run's plain ones and the newest token's, then the accepted path's.
+    kept_hidden_.assign(run_hidden, run_hidden + (n_plain + 1) * info_.n_embd);
+    for (int32_t index : outcome.path) {
+      const float* row = run_hidden + (n_plain + 1 + index) * info_.n_embd;
+      kept_hidden_.insert(kept_hidden_.end(), row, row + info_.n_embd);
+    }
+    run_hidden = kept_hidden_.data();
+  }
   REWIND_RETURN_IF_ERROR(
-      proposer_->on_target_forward(slot.index, run.first_position, run.n_tokens, n_plain + n_keep,
-                                   forward_->hidden_rows() + run_first_row_ * info_.n_embd));
+      proposer_->on_target_forward(slot.index, run.first_position, run.n_tokens, n_plain + n_keep, run_hidden));
   slot.n_computed = committed.n_rerun > 0 ? txn_first : txn_first + n_keep;
   // Token i came from the row of the token before it: the newest token's, then the accepted drafts'.
   for (size_t i = 0; i < outcome.emitted.size() && slot.busy; ++i) {

@@ -102,6 +102,7 @@ class EngineImpl final : public Engine {
     int64_t n_tokens = 0;
     int64_t logit_row = -1;  // first logit row of the run, -1 when it asks for none
     std::vector<spec::DraftToken> draft;
+    bool tree_asked = false;  // the proposer was asked for a tree (it may have found nothing to branch on)
     std::optional<state::Transaction> txn;
   };
   void schedule_decode(std::vector<SlotRun>& runs, int64_t& budget);
@@ -133,6 +134,7 @@ class EngineImpl final : public Engine {
   spec::ProposerCost proposer_cost_;
   int64_t speculative_steps_since_plain_ = 0;  // decode steps with a draft since the last fully plain one
   int64_t run_first_row_ = 0;                 // batch row of the run being finished
+  std::vector<float> kept_hidden_;            // a tree run's kept rows of hidden, for the proposer
   std::unique_ptr<PromptCache> prompt_cache_;  // with cache_ram_mib
   uint64_t n_assigned_ = 0;                   // requests given a slot so far (the slots' LRU clock)
 };

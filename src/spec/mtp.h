@@ -4,6 +4,9 @@
 // the trunk's; it has no recurrent layers, so drafting never touches the trunk's recurrent state. Every
 // kept trunk position is fed to the block once (catch-up), so its KV matches the sequence; rows it wrote
 // while chaining are overwritten by the next catch-up, which is how its attention rolls back.
+// Asked for a tree, it drafts the same chain and adds, as leaves beside each chain token, the block's next most
+// likely tokens at that depth (top-k at each depth, chained along the most likely path): the tree costs the
+// block no more forwards than the chain.
 #pragma once
 
 #include <vector>
@@ -27,6 +30,12 @@ class MtpProposer final : public Proposer {
   Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
                            const float* hidden) override;
   size_t state_bytes() const override;
+
+  // A chain of drafts with runners_up[d] (the alternatives at depth d + 1, most likely first) added as leaves,
+  // shallowest first, up to max_nodes tokens in all; depth-first order.
+  static std::vector<DraftToken> with_alternatives(std::vector<DraftToken> chain,
+                                                   const std::vector<std::vector<int32_t>>& runners_up,
+                                                   int max_nodes);
 
  private:
   struct SlotState {

@@ -19,6 +19,9 @@ constexpr int kMaxProbeAfter = 512;
 // Every this many rounds a slot drafts one token longer than its best length, so that a length whose cost
 // was measured once, badly, is measured again instead of being ruled out for good.
 constexpr int64_t kExploreEvery = 16;
+// Tree or chain: rounds of each shape before the better one is chosen, and how often the other is tried again.
+constexpr int64_t kShapeMinRounds = 4;
+constexpr int64_t kShapeRetryEvery = 16;
 // Draft tokens a slot must have had verified before the policy may switch speculation off: the prior says
 // nothing about this text, and with an expensive proposer (a draft model) it alone would switch speculation off
 // at once, on texts where drafts are nearly always right too.
@@ -152,6 +155,24 @@ void DraftPolicy::record(int drafted, int accepted, bool rejected) {
   evaluated_total_ += evaluated;
   accepted_weight_ = kDecay * accepted_weight_ + accepted;
   evaluated_weight_ = kDecay * evaluated_weight_ + evaluated;
+}
+
+bool DraftPolicy::next_tree() {
+  if (!adaptive_) return true;
+  const int64_t choice = shape_choices_++;
+  if (shape_rounds_[0] < kShapeMinRounds || shape_rounds_[1] < kShapeMinRounds) {
+    return shape_rounds_[1] <= shape_rounds_[0];
+  }
+  const bool tree_better = shape_value_[1] / shape_weight_[1] > shape_value_[0] / shape_weight_[0];
+  return choice % kShapeRetryEvery == kShapeRetryEvery - 1 ? !tree_better : tree_better;
+}
+
+void DraftPolicy::record_shape(bool tree, int emitted, double relative_cost) {
+  if (emitted <= 0 || !(relative_cost > 0.0)) return;
+  const int arm = tree ? 1 : 0;
+  shape_value_[arm] = kDecay * shape_value_[arm] + static_cast<double>(emitted) / relative_cost;
+  shape_weight_[arm] = kDecay * shape_weight_[arm] + 1.0;
+  ++shape_rounds_[arm];
 }
 
 }  // namespace rwd::spec

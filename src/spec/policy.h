@@ -68,6 +68,13 @@ class DraftPolicy {
   // True while speculation is switched off for the slot (plain decoding with periodic probes).
   bool backed_off() const { return off_; }
 
+  // Tree or chain, for a slot allowed tree drafts: each round's tokens per unit of verify cost, (1 + accepted) /
+  // relative_cost(tokens verified), is averaged per shape (decayed); the better shape drafts, the other is tried
+  // again every kShapeRetryEvery rounds so that a text whose alternatives start (or stop) paying is noticed,
+  // and the two alternate until each has kShapeMinRounds rounds. Without adaptation: always the tree.
+  bool next_tree();
+  void record_shape(bool tree, int emitted, double relative_cost);
+
  private:
   int draft_min_;
   int draft_max_;
@@ -80,6 +87,11 @@ class DraftPolicy {
   int plain_since_off_ = 0;
   int probe_after_;
   PolicyDecisions decisions_;
+  // Per shape (0: chain, 1: tree): decayed sums of tokens per relative cost and of rounds, and the rounds seen.
+  std::array<double, 2> shape_value_{};
+  std::array<double, 2> shape_weight_{};
+  std::array<int64_t, 2> shape_rounds_{};
+  int64_t shape_choices_ = 0;
 };
 
 }  // namespace rwd::spec

@@ -53,8 +53,8 @@ class Proposer {
 
   // The target ran tokens [first_position, first_position + n_run) of the slot and keeps the first n_kept of
   // them. hidden: the target's output-normed hidden rows of those n_run tokens, [n_run, n_embd]. After a tree
-  // the kept tokens are a path through it: n_kept counts them, and they are the slot's tokens from
-  // first_position on.
+  // the kept tokens are a path through it: n_kept counts them, they are the slot's tokens from first_position
+  // on, and hidden holds their rows in that order.
   virtual Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
                                    const float* hidden) = 0;
 

@@ -193,5 +193,32 @@ TEST(DraftPolicy, SharedBatchesCompareAgainstAStepOfAllSlots) {
   EXPECT_LE(k, 8);
 }
 
+// Tree or chain: the shapes alternate until each has 4 rounds, then the one that gave more tokens per unit of
+// verify cost drafts, with the other tried every 16th choice; when the other starts winning, the choice follows.
+TEST(DraftPolicy, TreeOrChainFollowsTokensPerCost) {
+  DraftPolicy policy(1, 8, true);
+  const auto play = [&](int n, double tree_tokens, double chain_tokens, int& trees) {
+    trees = 0;
+    for (int i = 0; i < n; ++i) {
+      const bool tree = policy.next_tree();
+      trees += tree ? 1 : 0;
+      // Trees verify 9 tokens at a relative cost of 2, chains 5 at 1.5.
+      policy.record_shape(tree, static_cast<int>(tree ? tree_tokens : chain_tokens), tree ? 2.0 : 1.5);
+    }
+  };
+  int trees = 0;
+  play(8, 4, 2, trees);
+  EXPECT_EQ(trees, 4) << "the first rounds alternate";
+  play(64, 4, 2, trees);  // trees: 2 tokens per unit of cost, chains 1.33
+  EXPECT_EQ(trees, 60) << "the tree wins and the chain is retried every 16th round";
+  play(128, 2, 3, trees);  // now chains give 2 per cost, trees 1
+  EXPECT_LT(trees, 32) << "the choice moves to the chain once its average overtakes";
+  int last_trees = 0;
+  play(64, 2, 3, last_trees);
+  EXPECT_EQ(last_trees, 4);
+  DraftPolicy fixed(1, 8, false);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(fixed.next_tree()) << "fixed drafting always takes the tree";
+}
+
 }  // namespace
 }  // namespace rwd::spec

@@ -3,7 +3,8 @@
 // an earlier occurrence of the sequence's suffix, its first path starts with the chain lookup's draft, every such
 // continuation (of the longest suffix, most recent first) is in it while the budget allows, and it keeps its
 // budget, depth, branching and depth-first order with distinct siblings. The oracle's tree holds the true
-// continuation's nodes exactly where its rank model puts them, and its shape follows the confidences.
+// continuation's nodes exactly where its rank model puts them, and its shape follows the confidences; the MTP
+// tree is its chain with the runners-up beside it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <set>
 #include <vector>
 
+#include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/oracle.h"
 #include "spec/verify.h"
@@ -155,6 +157,23 @@ TEST(OracleTree, TrueNodesFollowTheRankModelAndTheChainIsTheChainDraft) {
       }
     }
   }
+}
+
+// MTP trees: the chain first and whole, then the runners-up as leaves beside each chain token, the shallowest
+// first while the budget lasts.
+TEST(MtpTree, RunnersUpBesideTheChainShallowestFirst) {
+  const std::vector<DraftToken> chain = {{10, {}}, {11, {}}, {12, {}}};
+  const std::vector<std::vector<int32_t>> runners_up = {{20, 30}, {21, 31}, {22, 32}};
+  const std::vector<DraftToken> tree = MtpProposer::with_alternatives(chain, runners_up, 6);
+  ASSERT_NO_FATAL_FAILURE(expect_well_formed(tree, 3));
+  const std::set<std::vector<int32_t>> paths = [&] {
+    const auto all = paths_of(tree);
+    return std::set<std::vector<int32_t>>(all.begin(), all.end());
+  }();
+  EXPECT_EQ(paths, (std::set<std::vector<int32_t>>{{10}, {10, 11}, {10, 11, 12}, {20}, {30}, {10, 21}}));
+  EXPECT_EQ(MtpProposer::with_alternatives(chain, runners_up, 3).size(), 3u);
+  EXPECT_TRUE(is_chain(MtpProposer::with_alternatives(chain, runners_up, 3)));
+  EXPECT_EQ(MtpProposer::with_alternatives(chain, runners_up, 64).size(), 9u);
 }
 
 }  // namespace
