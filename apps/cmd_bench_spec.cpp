@@ -114,7 +114,9 @@ json state_json(const StateReport& state) {
           {"scratch", state.scratch},
           {"rewind", state.rewind},
           {"draft_model", state.draft_model},
-          {"total", total}};
+          {"total", total},
+          {"bytes_per_node", state.bytes_per_node},
+          {"full_state_per_node", state.full_state_per_node}};
 }
 
 // One configuration on one workload: warm-up, then `reps` runs of every prompt through the configured slots.

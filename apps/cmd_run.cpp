@@ -150,7 +150,10 @@ nlohmann::json state_json(const StateReport& state) {
           {"checkpoint_copies", state.checkpoint_copies},
           {"scratch", state.scratch},
           {"rewind", state.rewind},
-          {"draft_model", state.draft_model}};
+          {"draft_model", state.draft_model},
+          {"tree_nodes", state.tree_nodes},
+          {"bytes_per_node", state.bytes_per_node},
+          {"full_state_per_node", state.full_state_per_node}};
 }
 
 int run(RunOptions& options) {

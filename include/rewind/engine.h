@@ -159,6 +159,11 @@ struct StateReport {
   size_t scratch = 0;
   size_t rewind = 0;       // --rewind-depth: lagging checkpoints and their rings of records
   size_t draft_model = 0;  // the draft model's own state, all kinds
+  int tree_nodes = 0;      // the tree budget (--draft-tree-nodes), 0: chains
+  // What one drafted token (a tree node) costs in rollback state: its records (replay), against one full
+  // recurrent state (conv windows and states) per node, as engines that keep a state per tree node hold.
+  size_t bytes_per_node = 0;
+  size_t full_state_per_node = 0;
 };
 
 // What one slot is doing, for monitoring.

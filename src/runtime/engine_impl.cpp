@@ -1,6 +1,7 @@
 #include "runtime/engine_impl.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 #include "base/log.h"
@@ -657,6 +658,9 @@ StateReport EngineImpl::state_report() const {
   report.rollback = std::string(state::rollback_policy_name(state_->policy()));
   report.n_slots = options_.n_slots;
   report.max_draft = proposer_ ? options_.spec.draft_max : 0;
+  report.tree_nodes = proposer_ ? options_.spec.tree_nodes : 0;
+  report.bytes_per_node = state_->record_bytes_per_token();
+  report.full_state_per_node = static_cast<size_t>(state_->recurrent().slot_floats()) * sizeof(float);
   report.kv = bytes.kv;
   report.conv = bytes.conv;
   report.recurrent = bytes.recurrent;
@@ -829,7 +833,8 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
   const int n_drafted = static_cast<int>(run.draft.size());
   const bool tree = !spec::is_chain(run.draft);
   // Depth of each drafted token (1: a child of the newest token); a chain's token i is at depth i + 1.
-  std::vector<int> depth(run.draft.size());
+  std::array<int, SpecOptions::kMaxTreeNodes> depth{};
+  REWIND_CHECK(run.draft.size() <= depth.size(), "a draft of {} tokens", run.draft.size());
   int n_depths = 0;
   for (size_t i = 0; i < run.draft.size(); ++i) {
     const int32_t parent = spec::draft_parent(run.draft, i);

@@ -197,6 +197,9 @@ class ModelState {
 
   // n_threads sizes the replay kernels' per-thread working copies.
   StateBytes bytes(int n_threads) const;
+  // One token's records over all recurrent layers: what a tree node (or a draft position) costs under replay,
+  // against recurrent().slot_floats() floats for a full state per node.
+  size_t record_bytes_per_token() const { return static_cast<size_t>(record_token_floats_) * sizeof(float); }
   const RollbackCounters& counters(int slot) const { return counters_[slot]; }
   RollbackCounters total_counters() const;
 

@@ -635,6 +635,51 @@ TEST(ServerSpeculation, NgramOutputEqualsPlainDecoding) {
                  "draft_max above the server's");
 }
 
+// Tree drafts per request: a server started with --draft-tree-nodes verifies n-gram trees (the output is still
+// plain decoding's, the timings count tree rounds and the acceptance length), a request can ask for chains
+// (tree 0) or a smaller tree, and a larger one is refused naming the field.
+TEST(ServerSpeculation, NgramTreesPerRequest) {
+  ServerOptions options = server_options(2);
+  options.engine.spec.mode = "ngram";
+  options.engine.spec.tree_nodes = 12;
+  // Short matches recur with different continuations in these prompts, so the tries branch.
+  options.engine.spec.ngram_min = 1;
+  options.engine.spec.ngram_max = 2;
+  const std::unique_ptr<Server> server = start_server(options);
+  ASSERT_NE(server, nullptr);
+  int64_t tree_rounds = 0;
+  for (const std::vector<int32_t>& prompt : repeating_prompts()) {
+    const json body = greedy_body(prompt, 64);
+    const std::vector<int32_t> reference = run_engine(greedy_request(prompt, 64)).ids;
+    for (int tree : {-1, 0, 6}) {
+      json asked = body;
+      if (tree >= 0) asked["speculative"] = {{"tree", tree}};
+      const Reply reply = post(server->port(), "/v1/completions", asked);
+      ASSERT_EQ(reply.status, 200) << reply.body;
+      EXPECT_EQ(returned_ids(reply.parsed()), reference) << "tree " << tree;
+      const json timings = reply.parsed()["timings"];
+      if (tree == 0) {
+        EXPECT_EQ(timings["draft_tree_rounds"], 0) << "a request for chains got trees";
+      }
+      if (tree != 0) tree_rounds += timings["draft_tree_rounds"].get<int64_t>();
+      if (timings["draft_rounds"].get<int64_t>() > 0) {
+        EXPECT_GE(timings["draft_acceptance_length"].get<double>(), 1.0);
+      }
+    }
+  }
+  EXPECT_GT(tree_rounds, 0) << "no prompt made the n-gram proposer branch";
+  json too_big = greedy_body({65}, 4);
+  too_big["speculative"] = {{"tree", 13}};
+  expect_refused(post(server->port(), "/v1/completions", too_big), 400, "speculative.tree", "tree above the server's");
+  const std::unique_ptr<Server> chains = start_server([] {
+    ServerOptions chain_options = server_options(1);
+    chain_options.engine.spec.mode = "ngram";
+    return chain_options;
+  }());
+  ASSERT_NE(chains, nullptr);
+  expect_refused(post(chains->port(), "/v1/completions", too_big), 400, "speculative.tree", "tree on a chain server");
+}
+
 // A chat of several turns, each request carrying the whole conversation: every turn starts from the state of
 // the slot that holds the conversation (cached_tokens, timings.cache_n), gives what a fresh engine gives for its
 // prompt, and so does a turn whose earlier assistant message is re-rendered differently (a checkpoint at the

@@ -183,7 +183,7 @@ TEST(ParseCompletionRequest, ValidCompletionFillsEveryField) {
                      {"stop", "\n"},         {"stream", true},          {"stream_options", {{"include_usage", true}}},
                      {"logprobs", 2},        {"ignore_eos", true},      {"return_tokens", true},
                      {"n", 1},               {"echo", false},           {"logit_bias", json::object()},
-                     {"speculative", {{"type", "ngram"}, {"draft_max", 4}}}};
+                     {"speculative", {{"type", "ngram"}, {"draft_max", 4}, {"tree", 9}}}};
   ASSERT_FALSE(parse(body, false, &params).has_value());
   EXPECT_FALSE(params.chat);
   EXPECT_EQ(params.prompt, "hello");
@@ -198,6 +198,7 @@ TEST(ParseCompletionRequest, ValidCompletionFillsEveryField) {
   EXPECT_EQ(params.sampling.seed, static_cast<uint64_t>(int64_t{-3}));
   EXPECT_EQ(params.stop, std::vector<std::string>{"\n"});
   EXPECT_TRUE(params.stream);
+  EXPECT_EQ(params.spec_tree_nodes, 9);
   EXPECT_TRUE(params.include_usage);
   EXPECT_TRUE(params.logprobs);
   EXPECT_EQ(params.top_logprobs, 2);
@@ -300,6 +301,9 @@ TEST(ParseCompletionRequest, OutOfRangeValuesNameTheField) {
   expect_field_error(chat({{"top_logprobs", 2}}), true, "top_logprobs");  // needs logprobs: true
   expect_field_error(completion({{"speculative", {{"draft_max", 0}}}}), false, "speculative.draft_max");
   expect_field_error(completion({{"speculative", {{"draft_max", 65}}}}), false, "speculative.draft_max");
+  expect_field_error(completion({{"speculative", {{"tree", -1}}}}), false, "speculative.tree");
+  expect_field_error(completion({{"speculative", {{"tree", 65}}}}), false, "speculative.tree");
+  expect_field_error(completion({{"speculative", {{"tree", "wide"}}}}), false, "speculative.tree");
 }
 
 TEST(ParseCompletionRequest, UnsupportedFeaturesAreRefusedByName) {

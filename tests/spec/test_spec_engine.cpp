@@ -355,6 +355,30 @@ TEST(SpecOptions, AttentionOnlyModelsNeedNoRecurrentRollback) {
   for (size_t p = 0; p < plain.size(); ++p) EXPECT_EQ(spec[p].ids, plain[p].ids);
 }
 
+// A tree node costs one record: the replay log holds 1 + the tree budget tokens of records per slot, and one
+// token's records are a small fraction of the full recurrent state an engine keeping a state per node would copy.
+TEST(SpecOptions, TreeStateIsOneRecordPerNode) {
+  for (const std::string& arch : test::recurrent_archs()) {
+    EngineOptions options;
+    options.model_path = data_path(arch + "-tiny-f32.gguf");
+    options.n_threads = 1;
+    options.n_slots = 2;
+    options.n_ctx = 64;
+    options.n_batch = 64;
+    options.spec.mode = "ngram";
+    options.spec.draft_max = 4;
+    options.spec.tree_nodes = 16;
+    auto engine = Engine::open(options);
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    const StateReport report = (*engine)->state_report();
+    EXPECT_EQ(report.tree_nodes, 16);
+    ASSERT_GT(report.bytes_per_node, 0u) << arch;
+    EXPECT_EQ(report.records, 2u * (1 + 16) * report.bytes_per_node) << arch;
+    EXPECT_EQ(report.full_state_per_node, (report.conv + report.recurrent) / 2) << arch;
+    EXPECT_LT(report.bytes_per_node, report.full_state_per_node) << arch;
+  }
+}
+
 // --- sampling keeps the target's distribution -------------------------------------------------------------
 
 // Exact distribution of the sampler at a temperature and top-k k from the top-k log-probabilities (the

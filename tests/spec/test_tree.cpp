@@ -175,6 +175,53 @@ TEST_P(TreeVerify, EveryNodeEqualsPlainDecodingOfItsPath) {
       << "recurrent state after the committed paths";
 }
 
+// With a rewind depth, the kept paths' records enter the rewind ring: after rounds of trees, rewinding the last
+// d committed tokens leaves the state of plain decoding without them, for every d the ring holds.
+TEST_P(TreeVerify, KeptPathsCanBeRewound) {
+  std::mt19937 rng(17);
+  std::vector<int32_t> accepted = sequence(kPrompt + 1, 4);
+  state::StateOptions options{1, kCtx, policy(), kMaxTxn, 24};
+  model::Batch batch;
+  std::vector<float> logits;
+  for (int64_t d : {int64_t{1}, int64_t{5}, int64_t{12}}) {
+    state::ModelState state(model_->kv_specs(), model_->recurrent_specs(), options);
+    std::vector<int32_t> tokens = accepted;
+    batch.clear();
+    for (int64_t i = 0; i < kPrompt; ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, false);
+    ASSERT_TRUE(ctx_->forward(batch, state, logits).is_ok());
+    for (int round = 0; round < 4; ++round) {
+      const auto first = static_cast<int32_t>(tokens.size() - 1);
+      const Tree tree = random_tree(kMaxTxn, tokens.back(), rng);
+      auto txn = state.begin(0, first);
+      ASSERT_TRUE(txn.is_ok()) << txn.status().message();
+      batch.clear();
+      add_tree(batch, tree, first, 0);
+      ASSERT_TRUE(ctx_->forward(batch, state, logits).is_ok());
+      int32_t deepest = 0;
+      for (size_t node = 0; node < tree.tokens.size(); ++node) {
+        if (tree.path_to(static_cast<int32_t>(node)).size() > tree.path_to(deepest).size()) {
+          deepest = static_cast<int32_t>(node);
+        }
+      }
+      const std::vector<int32_t> path = tree.path_to(deepest);
+      ASSERT_TRUE(txn->commit_path(path).is_ok());
+      tokens.pop_back();
+      for (int32_t n : path) tokens.push_back(tree.tokens[n]);
+      tokens.push_back(other_token(tokens.back()));
+    }
+    // tokens.back() is the next root, not run: the state holds the others.
+    const auto n_state = static_cast<int64_t>(tokens.size()) - 1;
+    ASSERT_GE(state.rewindable(0), d);
+    ASSERT_TRUE(state.rewind(0, d).is_ok());
+    std::vector<std::vector<float>> expected;
+    std::vector<uint8_t> expected_state;
+    ASSERT_NO_FATAL_FAILURE(
+        decode_plainly(std::vector<int32_t>(tokens.begin(), tokens.begin() + (n_state - d)), expected, expected_state));
+    EXPECT_TRUE(same_bytes(as_bytes(state.recurrent().slot_data(0), state.recurrent().slot_floats()), expected_state))
+        << "the state after rewinding " << d << " tokens kept by trees";
+  }
+}
+
 // A tree in one slot beside a chain verify in another, in one batch: neither disturbs the other.
 TEST_P(TreeVerify, TreeAndChainSlotsShareABatch) {
   std::mt19937 rng(11);
