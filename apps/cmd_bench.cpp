@@ -4,7 +4,8 @@
 //     every tensor were a dense matmul: the embedding table and all MoE experts counted, attention scores not);
 //     decode also as the weight bytes a step reads per second next to the machine's read bandwidth, measured in
 //     the same run: how close decoding runs to the memory ceiling.
-//     Medians of --reps runs after one warm-up. --verify prices a verify round against a plain step instead.
+//     Medians of --reps runs after one warm-up. --verify prices a verify round against a plain step instead
+//     (--verify-tree B: each k also as a tree of k tokens, B children per node, beside the chain).
 //   kernels: runs the Google Benchmark binary rewind_bench_kernels (bench/) with the arguments after `--`.
 //   spec: the speculative-decoding grid (cmd_bench_spec.cpp).
 #include <sys/wait.h>
@@ -53,17 +54,23 @@ int bench_verify(const BenchOptions& options) {
   auto policies = split_list("--rollback", options.rollback);
   if (!policies) return report_error(policies.status().message());
   verify.policies = *policies;
+  if (options.verify_tree < 0 || options.verify_tree > 8) {
+    return report_error(fmt::format("--verify-tree must be in [0, 8] (children per node; 0: chains only), got {}",
+                                    options.verify_tree));
+  }
+  verify.tree_branching = options.verify_tree;
   auto costs = measure_verify_cost(verify);
   if (!costs) return report_error(costs.status().message());
   nlohmann::json rows = nlohmann::json::array();
   if (!options.json) {
-    std::printf("| policy | slots | k | plain step ms | verify round ms | round / step | written KiB/round | copied KiB/round | state MiB |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| policy | slots | k | shape | plain step ms | verify round ms | round / step | written KiB/round | copied KiB/round | state MiB |\n");
+    std::printf("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
   }
   for (const VerifyCost& cost : *costs) {
     rows.push_back({{"policy", cost.policy},
                     {"slots", options.slots},
                     {"draft_length", cost.draft_length},
+                    {"tree_branching", cost.tree_branching},
                     {"plain_seconds", cost.plain_seconds},
                     {"round_seconds", cost.round_seconds},
                     {"round_over_step", cost.round_seconds / cost.plain_seconds},
@@ -71,8 +78,10 @@ int bench_verify(const BenchOptions& options) {
                     {"bytes_copied_per_round", cost.bytes_copied_per_round},
                     {"state_bytes", cost.state_bytes}});
     if (!options.json) {
-      std::printf("| %s | %d | %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f |\n", cost.policy.c_str(), options.slots,
-                  cost.draft_length, cost.plain_seconds * 1e3, cost.round_seconds * 1e3,
+      const std::string shape = cost.tree_branching > 0 ? fmt::format("tree ({} per node)", cost.tree_branching)
+                                                        : std::string("chain");
+      std::printf("| %s | %d | %d | %s | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f |\n", cost.policy.c_str(),
+                  options.slots, cost.draft_length, shape.c_str(), cost.plain_seconds * 1e3, cost.round_seconds * 1e3,
                   cost.round_seconds / cost.plain_seconds, cost.bytes_written_per_round / 1024.0,
                   cost.bytes_copied_per_round / 1024.0, cost.state_bytes / 1048576.0);
       std::fflush(stdout);
@@ -238,6 +247,10 @@ void add_decode_options(CLI::App& cmd, BenchOptions& options) {
   cmd.add_flag("--json", options.json, "print JSON instead of a table");
   cmd.add_option("--verify", options.verify,
                  "draft lengths k, comma-separated: measure a verify round of 1 + k tokens against a plain step");
+  cmd.add_option("--verify-tree", options.verify_tree,
+                 "with --verify: also time each k as a complete tree of k drafted tokens with this many children per "
+                 "node (0: chains only)")
+      ->capture_default_str();
   cmd.add_option("--rollback", options.rollback, "rollback policies for --verify, comma-separated")
       ->capture_default_str();
   cmd.add_option("--slots", options.slots, "slots verified together for --verify")->capture_default_str();
@@ -255,6 +268,7 @@ void register_bench(CLI::App& app, BenchOptions& options, int& exit_code) {
       "`rewind bench -m MODEL [options]` with no subcommand runs `bench decode`.\n"
       "  rewind bench decode -m model.gguf -t 1,2           tokens/s, prefill GFLOP/s, decode GB/s vs read bandwidth\n"
       "  rewind bench decode -m model.gguf --verify 1,3     verify round vs plain step, per rollback policy\n"
+      "  rewind bench decode -m model.gguf --verify 8 --verify-tree 2   a tree of 8 beside a chain of 8\n"
       "  rewind bench kernels -- --benchmark_filter=Matmul  kernel GB/s vs read bandwidth (Google Benchmark)\n"
       "  rewind bench spec --help                           the speculative-decoding grid");
 

@@ -85,6 +85,7 @@ struct BenchOptions {
   int reps = 3;
   bool json = false;
   std::string verify;
+  int verify_tree = 0;  // --verify-tree B: also tree rounds of B children per node
   std::string rollback = "replay,snapshot,checkpoint";
   int slots = 1;
   std::vector<std::string> kernel_args;  // `rewind bench kernels -- ARGS`: passed to rewind_bench_kernels

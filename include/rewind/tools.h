@@ -54,11 +54,15 @@ struct VerifyCostOptions {
   std::vector<int> draft_lengths{1, 2, 4, 8};
   std::vector<std::string> policies{"replay", "snapshot", "checkpoint"};
   int reps = 20;
+  // > 0: also time each k as a tree of k drafted tokens, each node with up to this many children (a complete
+  // tree laid out depth first), beside the chain of k; policies that refuse trees (checkpoint) skip it.
+  int tree_branching = 0;
 };
 
 struct VerifyCost {
   std::string policy;
   int draft_length = 0;              // k: the verify batch has 1 + k tokens per slot
+  int tree_branching = 0;            // 0: the k tokens are a chain; else a tree with this branching
   double plain_seconds = 0.0;        // one plain step of all slots
   double round_seconds = 0.0;        // one verify round of all slots (forward + commit)
   size_t bytes_written_per_round = 0;  // by the rollback machinery, all slots

@@ -100,6 +100,17 @@ class TreeVerify : public HybridModelTest {
     final_state = as_bytes(plain.recurrent().slot_data(0), plain.recurrent().slot_floats());
   }
 
+  // The first kPrompt tokens of `prompt` in slots 0 .. n_slots - 1, one forward.
+  void prefill(state::ModelState& state, const std::vector<int32_t>& prompt, int n_slots) {
+    model::Batch batch;
+    for (int slot = 0; slot < n_slots; ++slot) {
+      for (int64_t i = 0; i < kPrompt; ++i) batch.add(prompt[i], static_cast<int32_t>(i), slot, false);
+    }
+    std::vector<float> logits;
+    const Status status = ctx_->forward(batch, state, logits);
+    ASSERT_TRUE(status.is_ok()) << status.message();
+  }
+
   // The tree's rows for a slot whose accepted tokens end at `first` (the root at position first).
   static void add_tree(model::Batch& batch, const Tree& tree, int32_t first, int slot) {
     const auto base = static_cast<int32_t>(batch.size());
@@ -118,10 +129,9 @@ TEST_P(TreeVerify, EveryNodeEqualsPlainDecodingOfItsPath) {
   std::mt19937 rng(7);
   std::vector<int32_t> accepted = sequence(kPrompt + 1, 3);  // the prompt and the first sampled token
   auto state = make_state(1);
+  ASSERT_NO_FATAL_FAILURE(prefill(*state, accepted, 1));
   model::Batch batch;
   std::vector<float> logits;
-  for (int64_t i = 0; i < kPrompt; ++i) batch.add(accepted[i], static_cast<int32_t>(i), 0, false);
-  ASSERT_TRUE(ctx_->forward(batch, *state, logits).is_ok());
   for (int round = 0; round < 6; ++round) {
     const auto first = static_cast<int32_t>(accepted.size() - 1);  // the root: accepted, not yet run
     const Tree tree = random_tree(round % 2 == 0 ? kMaxTxn : 7, accepted.back(), rng);
@@ -186,9 +196,7 @@ TEST_P(TreeVerify, KeptPathsCanBeRewound) {
   for (int64_t d : {int64_t{1}, int64_t{5}, int64_t{12}}) {
     state::ModelState state(model_->kv_specs(), model_->recurrent_specs(), options);
     std::vector<int32_t> tokens = accepted;
-    batch.clear();
-    for (int64_t i = 0; i < kPrompt; ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, false);
-    ASSERT_TRUE(ctx_->forward(batch, state, logits).is_ok());
+    ASSERT_NO_FATAL_FAILURE(prefill(state, tokens, 1));
     for (int round = 0; round < 4; ++round) {
       const auto first = static_cast<int32_t>(tokens.size() - 1);
       const Tree tree = random_tree(kMaxTxn, tokens.back(), rng);
@@ -227,12 +235,9 @@ TEST_P(TreeVerify, TreeAndChainSlotsShareABatch) {
   std::mt19937 rng(11);
   const std::vector<int32_t> prompt = sequence(kPrompt + 1, 5);
   auto state = make_state(2);
+  ASSERT_NO_FATAL_FAILURE(prefill(*state, prompt, 2));
   model::Batch batch;
   std::vector<float> logits;
-  for (int slot = 0; slot < 2; ++slot) {
-    for (int64_t i = 0; i < kPrompt; ++i) batch.add(prompt[i], static_cast<int32_t>(i), slot, false);
-  }
-  ASSERT_TRUE(ctx_->forward(batch, *state, logits).is_ok());
   const auto first = static_cast<int32_t>(kPrompt);
   auto chain_txn = state->begin(0, first);
   auto tree_txn = state->begin(1, first);
@@ -271,10 +276,8 @@ TEST_P(TreeRefusals, NameTheFaultAndLeaveTheSlotUnchanged) {
   std::mt19937 rng(3);
   const std::vector<int32_t> prompt = sequence(kPrompt + 1, 9);
   auto state = make_state(1);
-  model::Batch batch;
+  ASSERT_NO_FATAL_FAILURE(prefill(*state, prompt, 1));
   std::vector<float> logits;
-  for (int64_t i = 0; i < kPrompt; ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, false);
-  ASSERT_TRUE(ctx_->forward(batch, *state, logits).is_ok());
   const auto first = static_cast<int32_t>(kPrompt);
   const Tree tree = random_tree(6, prompt.back(), rng);
   model::Batch tree_batch;
