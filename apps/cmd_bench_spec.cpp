@@ -340,8 +340,6 @@ int bench_spec(const BenchSpecOptions& options) {
         for (const std::string& policy : policy_list) {
           for (int depth : depth_list) {
             for (int tree : *tree_budgets) {
-              // Trees come from the proposers that branch; the others' rows are their chains once.
-              if (tree > 0 && mode != "ngram" && mode != "oracle" && mode != "mtp") continue;
               plan.push_back({w, Config{mode, policy, depth, slots, tree}});
             }
           }
@@ -436,7 +434,7 @@ void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_c
       ->capture_default_str();
   cmd->add_option("--draft-max", options.draft_max, "draft lengths, comma-separated")->capture_default_str();
   cmd->add_option("--draft-tree-nodes", options.tree_nodes,
-                  "tree budgets for ngram, mtp and oracle rows, comma-separated (0: chains; depth up to the draft length)")
+                  "tree budgets, comma-separated (0: chains; depth up to the draft length)")
       ->capture_default_str();
   cmd->add_option("--draft-tree-topk", options.tree_topk, "tree rows: most alternatives after one token")
       ->capture_default_str();

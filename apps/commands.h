@@ -54,7 +54,7 @@ struct BenchSpecOptions {
   std::string spec = "ngram";                         // proposers, comma-separated
   std::string rollback = "replay,snapshot,checkpoint";
   std::string draft_max = "1,3,7";
-  std::string tree_nodes = "0";  // tree budgets, comma-separated (0: chains); ngram, mtp and oracle rows only
+  std::string tree_nodes = "0";  // tree budgets, comma-separated (0: chains)
   int tree_topk = SpecOptions{}.tree_topk;
   std::string slots = "1,4";
   int reps = 3;

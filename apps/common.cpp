@@ -64,7 +64,7 @@ void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::st
   cmd.add_option("--ngram-min", spec.ngram_min, "shortest n-gram the ngram proposer matches")->capture_default_str();
   cmd.add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();
   cmd.add_option("--draft-tree-nodes", spec.tree_nodes,
-                 "tree drafts (ngram, mtp, oracle): verify up to N drafted tokens per round as a tree of alternatives, "
+                 "tree drafts: verify up to N drafted tokens per round as a tree of alternatives, "
                  "depth up to the draft length (0: chains)")
       ->capture_default_str();
   cmd.add_option("--draft-tree-topk", spec.tree_topk, "tree drafts: most alternatives after one token")

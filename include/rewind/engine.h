@@ -27,7 +27,7 @@ struct SpecOptions {
   int ngram_min = 3;
   int ngram_max = 8;
   static constexpr int kMaxNgram = 16;
-  // Tree drafts (ngram, mtp, oracle): at most this many tokens per round, branching where the proposer has
+  // Tree drafts (every proposer; a draft model's only when greedy): at most this many tokens per round, branching where the proposer has
   // alternatives, at most tree_topk children per token; the draft length is then the tree's depth. 0: chains.
   int tree_nodes = 0;
   int tree_topk = 4;

@@ -121,10 +121,6 @@ Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
   if (spec.tree_topk < 1 || spec.tree_topk > 16) {
     return Status::errorf("draft-tree-topk must be in [1, 16], got {}", spec.tree_topk);
   }
-  if (spec.tree_nodes > 0 && spec.mode != "ngram" && spec.mode != "oracle" && spec.mode != "mtp") {
-    return Status::errorf("tree drafts (--draft-tree-nodes {}) come from the ngram, mtp and oracle proposers, not '{}'",
-                          spec.tree_nodes, spec.mode);
-  }
   const int verify_tokens = 1 + std::max(spec.draft_max, spec.tree_nodes);
   if (options.n_batch < options.n_slots * verify_tokens) {
     return Status::errorf("batch size {} cannot hold a verify batch of {} tokens for each of {} slots", options.n_batch,
@@ -888,7 +884,8 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
     run_hidden = kept_hidden_.data();
   }
   REWIND_RETURN_IF_ERROR(
-      proposer_->on_target_forward(slot.index, run.first_position, run.n_tokens, n_plain + n_keep, run_hidden));
+      proposer_->on_target_forward(slot.index, run.first_position, n_plain + n_keep, n_plain + 1 + chain_accepted,
+                                   run_hidden));
   slot.n_computed = committed.n_rerun > 0 ? txn_first : txn_first + n_keep;
   // Token i came from the row of the token before it: the newest token's, then the accepted drafts'.
   for (size_t i = 0; i < outcome.emitted.size() && slot.busy; ++i) {

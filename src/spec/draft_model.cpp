@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sampling/logprobs.h"
+#include "spec/draft_tree.h"
 
 namespace rwd::spec {
 
@@ -127,6 +128,8 @@ Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
     }
     in_batch.push_back(r);
   }
+  // A greedy tree request's alternatives at each depth, [request][depth - 1]: the draft model's runners-up.
+  std::vector<std::vector<std::vector<int32_t>>> alternatives(requests.size());
   for (int step = 0; !in_batch.empty(); ++step) {
     REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
     std::vector<size_t> next;
@@ -135,7 +138,13 @@ Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
       const size_t r = in_batch[row];
       const ProposeRequest& request = requests[r];
       SlotState& slot = slots_[request.slot];
-      drafts[r].push_back(pick(slot, request, logits_.data() + row * forward_->logit_vocab()));
+      const float* logits = logits_.data() + row * forward_->logit_vocab();
+      drafts[r].push_back(pick(slot, request, logits));
+      // Sampled drafts carry their distribution, and siblings must be deterministic: those stay chains.
+      if (request.max_nodes > 0 && request.tree_topk > 1 && drafts[r].back().probs.empty()) {
+        alternatives[r].push_back(runners_up(std::span<const float>(logits, static_cast<size_t>(forward_->logit_vocab())),
+                                             drafts[r].back().id, request.tree_topk - 1));
+      }
       const int64_t position = static_cast<int64_t>(request.tokens.size()) + step;
       // The last draft is never fed back: the target verifies it, and the next round starts after it.
       if (static_cast<int>(drafts[r].size()) < request.max_draft && position < state_->n_ctx() - 1) {
@@ -145,17 +154,20 @@ Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
     }
     in_batch = std::move(next);
   }
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (!alternatives[r].empty()) drafts[r] = chain_with_runners_up(drafts[r], alternatives[r], requests[r].max_nodes);
+  }
   return Status::ok();
 }
 
-Status DraftModelProposer::on_target_forward(int slot_index, int64_t first_position, int64_t n_run, int64_t n_kept,
+Status DraftModelProposer::on_target_forward(int slot_index, int64_t first_position, int64_t, int64_t n_as_run,
                                              const float*) {
   SlotState& slot = slots_[slot_index];
   if (!slot.txn) return Status::ok();
-  (void)n_run;
-  // The transaction ran the newest token and the drafts fed back; keep what the target kept of them.
+  // The transaction ran the newest token and the chain's drafts fed back; keep what the target kept of them
+  // (after a tree, up to where the kept path left the chain: the rest is caught up on as plain tokens).
   const int64_t txn_first = slot.txn->first_position();
-  const int64_t keep = std::clamp<int64_t>(n_kept - (txn_first - first_position), 0, slot.txn->n_tokens());
+  const int64_t keep = std::clamp<int64_t>(n_as_run - (txn_first - first_position), 0, slot.txn->n_tokens());
   REWIND_ASSIGN_OR_RETURN(state::CommitResult result, slot.txn->commit(keep));
   slot.txn.reset();
   slot.n_done = txn_first + (result.n_rerun > 0 ? 0 : keep);

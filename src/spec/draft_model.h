@@ -38,7 +38,7 @@ class DraftModelProposer final : public Proposer {
   void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) override;
   Status catch_up(std::span<const ProposeRequest> requests) override;
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
-  Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
+  Status on_target_forward(int slot, int64_t first_position, int64_t n_kept, int64_t n_as_run,
                            const float* hidden) override;
   size_t state_bytes() const override;
 

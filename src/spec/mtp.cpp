@@ -4,6 +4,7 @@
 
 #include "model/arch_info.h"
 #include "sampling/logprobs.h"
+#include "spec/draft_tree.h"
 
 namespace rwd::spec {
 
@@ -41,7 +42,7 @@ void MtpProposer::start_sequence(int slot_index, int64_t n_kept, bool kept_from_
   }
 }
 
-Status MtpProposer::on_target_forward(int slot_index, int64_t first_position, int64_t, int64_t n_kept,
+Status MtpProposer::on_target_forward(int slot_index, int64_t first_position, int64_t n_kept, int64_t,
                                       const float* hidden) {
   SlotState& slot = slots_[slot_index];
   const int64_t n_embd = model_.hparams().n_embd;
@@ -66,20 +67,15 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
   drafts.assign(requests.size(), {});
   const int64_t n_embd = model_.hparams().n_embd;
   const int64_t n_vocab = model_.hparams().n_vocab;
-  // A tree request's runners-up at each depth, [request][depth - 1]: the block's next most likely tokens there.
-  std::vector<std::vector<std::vector<int32_t>>> runners_up(requests.size());
+  // A tree request's alternatives at each depth, [request][depth - 1]: the block's runners-up there.
+  std::vector<std::vector<std::vector<int32_t>>> alternatives(requests.size());
   const auto draft_from = [&](size_t r, int64_t row) {
     const std::span<const float> logits(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));
     const ProposeRequest& request = requests[r];
-    if (request.max_nodes == 0 || request.tree_topk <= 1) {
-      drafts[r].push_back({sampling::argmax(logits), {}});
-      return;
+    drafts[r].push_back({sampling::argmax(logits), {}});
+    if (request.max_nodes > 0 && request.tree_topk > 1) {
+      alternatives[r].push_back(runners_up(logits, drafts[r].back().id, request.tree_topk - 1));
     }
-    // The most likely token (the argmax, ties to the lowest id) continues the chain; the others are alternatives.
-    const std::vector<sampling::TokenLogprob> top = sampling::top_k_logprobs(logits, request.tree_topk);
-    drafts[r].push_back({top[0].id, {}});
-    runners_up[r].emplace_back();
-    for (size_t i = 1; i < top.size(); ++i) runners_up[r].back().push_back(top[i].id);
   };
   // Rows p = n_fed .. last-1 pair h(p) (held) with t(p+1) (known); t(last) is not in the trunk yet.
   std::vector<size_t> feeding;
@@ -156,31 +152,9 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
     chaining = std::move(next);
   }
   for (size_t r = 0; r < requests.size(); ++r) {
-    if (!runners_up[r].empty()) drafts[r] = with_alternatives(std::move(drafts[r]), runners_up[r], requests[r].max_nodes);
+    if (!alternatives[r].empty()) drafts[r] = chain_with_runners_up(drafts[r], alternatives[r], requests[r].max_nodes);
   }
   return Status::ok();
-}
-
-std::vector<DraftToken> MtpProposer::with_alternatives(std::vector<DraftToken> chain,
-                                                       const std::vector<std::vector<int32_t>>& runners_up,
-                                                       int max_nodes) {
-  // The budget left after the chain goes to the shallowest alternatives first: the chain reaches a depth only
-  // when every token before it was right, so the alternatives there matter less.
-  const auto depth_count = static_cast<int64_t>(chain.size());
-  std::vector<int64_t> kept(static_cast<size_t>(depth_count), 0);
-  int64_t budget = max_nodes - depth_count;
-  for (int64_t d = 0; d < depth_count && budget > 0; ++d) {
-    kept[d] = std::min<int64_t>(budget, static_cast<int64_t>(runners_up[d].size()));
-    budget -= kept[d];
-  }
-  // Depth first: the chain, then the deepest alternatives (children of the chain's next-to-last token) up to the
-  // first depth's (children of the newest token).
-  std::vector<DraftToken> tree;
-  for (int64_t d = 0; d < depth_count; ++d) tree.push_back({chain[d].id, {}, static_cast<int32_t>(d) - 1});
-  for (int64_t d = depth_count - 1; d >= 0; --d) {
-    for (int64_t i = 0; i < kept[d]; ++i) tree.push_back({runners_up[d][i], {}, static_cast<int32_t>(d) - 1});
-  }
-  return tree;
 }
 
 size_t MtpProposer::state_bytes() const {

@@ -27,15 +27,10 @@ class MtpProposer final : public Proposer {
   std::string_view name() const override { return "mtp"; }
   void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) override;
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
-  Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
+  Status on_target_forward(int slot, int64_t first_position, int64_t n_kept, int64_t n_as_run,
                            const float* hidden) override;
   size_t state_bytes() const override;
 
-  // A chain of drafts with runners_up[d] (the alternatives at depth d + 1, most likely first) added as leaves,
-  // shallowest first, up to max_nodes tokens in all; depth-first order.
-  static std::vector<DraftToken> with_alternatives(std::vector<DraftToken> chain,
-                                                   const std::vector<std::vector<int32_t>>& runners_up,
-                                                   int max_nodes);
 
  private:
   struct SlotState {

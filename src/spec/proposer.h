@@ -51,11 +51,12 @@ class Proposer {
   // parents, depth-first order).
   virtual Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) = 0;
 
-  // The target ran tokens [first_position, first_position + n_run) of the slot and keeps the first n_kept of
-  // them. hidden: the target's output-normed hidden rows of those n_run tokens, [n_run, n_embd]. After a tree
-  // the kept tokens are a path through it: n_kept counts them, they are the slot's tokens from first_position
-  // on, and hidden holds their rows in that order.
-  virtual Status on_target_forward(int slot, int64_t first_position, int64_t n_run, int64_t n_kept,
+  // The target ran a run of the slot's tokens from first_position and keeps n_kept of them, the slot's tokens
+  // from first_position on; hidden holds their output-normed hidden rows in that order, [n_kept, n_embd]. The
+  // first n_as_run of them are the run's own first tokens in batch order: all of them after a chain; after a
+  // tree, the newest token and the drafts up to where the kept path leaves the draft's first path (the chain
+  // the proposer drafted), so a proposer that ran its chain keeps only what the target kept of it.
+  virtual Status on_target_forward(int slot, int64_t first_position, int64_t n_kept, int64_t n_as_run,
                                    const float* hidden) = 0;
 
   // Bytes of state the proposer holds (a draft model's KV and recurrent state, records, copies).

@@ -215,8 +215,8 @@ std::vector<Case> cases() {
         for (int n_slots : {1, 4}) out.push_back({model, mode, rollback, n_slots});
       }
     }
-    // Trees of 8 tokens (depth up to 4, 3 branches) from the proposers that branch.
-    for (const std::string mode : {"ngram", "oracle", "mtp"}) {
+    // Trees of 8 tokens (depth up to 4, 3 branches) from every proposer.
+    for (const std::string mode : {"ngram", "oracle", "mtp", "draft"}) {
       if (mode == "mtp" && !test::has_mtp(arch)) continue;
       for (const std::string rollback : {"replay", "snapshot"}) {
         for (int n_slots : {1, 4}) out.push_back({model, mode, rollback, n_slots, 8});
@@ -282,7 +282,6 @@ TEST(SpecOptions, BadOptionsAreRefusedWithAReason) {
   refused([](EngineOptions& o) { o.spec.draft_vocab = 100; }, "draft-vocab applies to --spec draft");
   refused([](EngineOptions& o) { o.spec.tree_nodes = 65; }, "draft-tree-nodes must be in [0, 64] (0: chains), got 65");
   refused([](EngineOptions& o) { o.spec.tree_nodes = 8; o.spec.tree_topk = 0; }, "draft-tree-topk must be in [1, 16], got 0");
-  refused([](EngineOptions& o) { o.spec.mode = "oracle"; o.spec.tree_nodes = 8; o.spec.mode = "draft"; o.spec.draft_model = data_path("qwen35-tiny-f32.gguf"); }, "come from the ngram, mtp and oracle proposers, not 'draft'");
   refused([](EngineOptions& o) { o.spec.tree_nodes = 8; o.spec.rollback = "checkpoint"; }, "tree drafts need the replay or snapshot");
   refused([](EngineOptions& o) { o.spec.tree_nodes = 20; o.n_slots = 4; }, "cannot hold a verify batch of 21 tokens for each of 4 slots");
   refused([](EngineOptions& o) {

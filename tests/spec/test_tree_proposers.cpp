@@ -8,13 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <random>
 #include <set>
 #include <vector>
 
-#include "spec/mtp.h"
+#include "spec/draft_tree.h"
 #include "spec/ngram.h"
 #include "spec/oracle.h"
 #include "spec/verify.h"
@@ -159,21 +160,42 @@ TEST(OracleTree, TrueNodesFollowTheRankModelAndTheChainIsTheChainDraft) {
   }
 }
 
-// MTP trees: the chain first and whole, then the runners-up as leaves beside each chain token, the shallowest
-// first while the budget lasts.
-TEST(MtpTree, RunnersUpBesideTheChainShallowestFirst) {
+// Chains with runners-up (MTP and draft-model trees): the chain first and whole, then the runners-up as leaves
+// beside each chain token, the shallowest first while the budget lasts.
+TEST(ChainTree, RunnersUpBesideTheChainShallowestFirst) {
   const std::vector<DraftToken> chain = {{10, {}}, {11, {}}, {12, {}}};
-  const std::vector<std::vector<int32_t>> runners_up = {{20, 30}, {21, 31}, {22, 32}};
-  const std::vector<DraftToken> tree = MtpProposer::with_alternatives(chain, runners_up, 6);
+  const std::vector<std::vector<int32_t>> alternatives = {{20, 30}, {21, 31}, {22, 32}};
+  const std::vector<DraftToken> tree = chain_with_runners_up(chain, alternatives, 6);
   ASSERT_NO_FATAL_FAILURE(expect_well_formed(tree, 3));
   const std::set<std::vector<int32_t>> paths = [&] {
     const auto all = paths_of(tree);
     return std::set<std::vector<int32_t>>(all.begin(), all.end());
   }();
   EXPECT_EQ(paths, (std::set<std::vector<int32_t>>{{10}, {10, 11}, {10, 11, 12}, {20}, {30}, {10, 21}}));
-  EXPECT_EQ(MtpProposer::with_alternatives(chain, runners_up, 3).size(), 3u);
-  EXPECT_TRUE(is_chain(MtpProposer::with_alternatives(chain, runners_up, 3)));
-  EXPECT_EQ(MtpProposer::with_alternatives(chain, runners_up, 64).size(), 9u);
+  EXPECT_EQ(chain_with_runners_up(chain, alternatives, 3).size(), 3u);
+  EXPECT_TRUE(is_chain(chain_with_runners_up(chain, alternatives, 3)));
+  EXPECT_EQ(chain_with_runners_up(chain, alternatives, 64).size(), 9u);
+}
+
+// The runners-up of a row against a full sort written here: largest first, ties to the lower id, the argmax,
+// NaN and -inf left out.
+TEST(ChainTree, RunnersUpAreTheNextLargestLogits) {
+  std::mt19937 rng(29);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<float> logits(1 + rng() % 40);
+    for (float& value : logits) value = static_cast<float>(static_cast<int>(rng() % 9) - 4);  // many ties
+    if (trial % 5 == 0) logits[rng() % logits.size()] = NAN;
+    if (trial % 7 == 0) logits[rng() % logits.size()] = -INFINITY;
+    const int32_t skip = static_cast<int32_t>(rng() % logits.size());
+    const int n = 1 + static_cast<int>(rng() % 5);
+    std::vector<int32_t> expected;
+    for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+      if (i != skip && !std::isnan(logits[i]) && logits[i] != -INFINITY) expected.push_back(i);
+    }
+    std::stable_sort(expected.begin(), expected.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    if (static_cast<int>(expected.size()) > n) expected.resize(n);
+    EXPECT_EQ(runners_up(logits, skip, n), expected) << "trial " << trial;
+  }
 }
 
 }  // namespace
