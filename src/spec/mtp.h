@@ -5,8 +5,7 @@
 // kept trunk position is fed to the block once (catch-up), so its KV matches the sequence; rows it wrote
 // while chaining are overwritten by the next catch-up, which is how its attention rolls back.
 // Asked for a tree, it drafts the same chain and adds, as leaves beside each chain token, the block's next most
-// likely tokens at that depth (top-k at each depth, chained along the most likely path): the tree costs the
-// block no more forwards than the chain.
+// likely tokens at that depth (spec/draft_tree.h): the tree costs the block no more forwards than the chain.
 #pragma once
 
 #include <vector>
@@ -30,7 +29,6 @@ class MtpProposer final : public Proposer {
   Status on_target_forward(int slot, int64_t first_position, int64_t n_kept, int64_t n_as_run,
                            const float* hidden) override;
   size_t state_bytes() const override;
-
 
  private:
   struct SlotState {
