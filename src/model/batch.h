@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace rwd::model {
@@ -22,7 +23,7 @@ struct Batch {
   std::vector<int32_t> parents;
 
   void add(int32_t token, int32_t position, int32_t slot, bool logits) {
-    if (!parents.empty()) parents.push_back(chain_parent(slot));
+    if (!parents.empty()) parents.push_back(!slots.empty() && slots.back() == slot ? static_cast<int32_t>(size() - 1) : -1);
     tokens.push_back(token);
     positions.push_back(position);
     slots.push_back(slot);
@@ -31,9 +32,9 @@ struct Batch {
   // A row of `slot` after batch row `parent` (-1: the slot's first row), at one position past it.
   void add_node(int32_t token, int32_t position, int32_t slot, bool logits, int32_t parent) {
     if (parents.empty()) {
-      for (int64_t i = 0; i < size(); ++i) {
-        parents.push_back(i > 0 && slots[i - 1] == slots[i] ? static_cast<int32_t>(i - 1) : -1);
-      }
+      std::vector<int32_t> chains(static_cast<size_t>(size()));
+      for (int64_t i = 0; i < size(); ++i) chains[i] = this->parent(i);
+      parents = std::move(chains);
     }
     parents.push_back(parent);
     tokens.push_back(token);
@@ -59,11 +60,6 @@ struct Batch {
     int64_t n = 0;
     for (uint8_t want : want_logits) n += want;
     return n;
-  }
-
- private:
-  int32_t chain_parent(int32_t slot) const {
-    return !slots.empty() && slots.back() == slot ? static_cast<int32_t>(size() - 1) : -1;
   }
 };
 

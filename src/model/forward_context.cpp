@@ -37,10 +37,8 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
     return Status::errorf("batch of {} tokens exceeds the context's maximum of {}", n, max_batch_tokens_);
   }
   if (batch.positions.size() != batch.tokens.size() || batch.slots.size() != batch.tokens.size() ||
-      batch.want_logits.size() != batch.tokens.size()) {
-    return Status::error("batch arrays have different lengths");
-  }
-  if (batch.is_tree() && batch.parents.size() != batch.tokens.size()) {
+      batch.want_logits.size() != batch.tokens.size() ||
+      (batch.is_tree() && batch.parents.size() != batch.tokens.size())) {
     return Status::error("batch arrays have different lengths");
   }
   std::vector<uint8_t> slot_seen(static_cast<size_t>(state.n_slots()), 0);

@@ -147,11 +147,11 @@ int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer
   return best_k;
 }
 
-void DraftPolicy::record(int drafted, int accepted, bool rejected) {
+void DraftPolicy::record(int drafted, int accepted) {
   if (drafted <= 0) return;
   ++decisions_.rounds;
   if (drafted < static_cast<int>(decisions_.rounds_by_length.size())) ++decisions_.rounds_by_length[drafted];
-  const int evaluated = accepted + (rejected ? 1 : 0);
+  const int evaluated = accepted + (accepted < drafted ? 1 : 0);
   evaluated_total_ += evaluated;
   accepted_weight_ = kDecay * accepted_weight_ + accepted;
   evaluated_weight_ = kDecay * evaluated_weight_ + evaluated;

@@ -58,10 +58,7 @@ class DraftPolicy {
   // slots decoding in the same forward (all assumed to draft alike, in one proposer call).
   int next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots);
   // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
-  void record(int drafted, int accepted) { record(drafted, accepted, accepted < drafted); }
-  // The same for a tree of depth budget `drafted`: `rejected` says whether a drafted token after the accepted
-  // ones was verified and rejected (a path may end at a leaf before the budget).
-  void record(int drafted, int accepted, bool rejected);
+  void record(int drafted, int accepted);
   // The estimated probability that a draft token is accepted given the previous one was.
   double acceptance() const;
   const PolicyDecisions& decisions() const { return decisions_; }

@@ -102,32 +102,32 @@ GatedDeltaArgs token_range(const GatedDeltaArgs& args, int64_t first, int64_t n)
   return range;
 }
 
+// later_sibling[t]: another token after t has t's parent (so the parent's rows must outlive t's run).
+std::vector<uint8_t> later_siblings(const int32_t* parents, int64_t n) {
+  std::vector<uint8_t> later_sibling(static_cast<size_t>(n), 0);
+  std::vector<int64_t> last_child(static_cast<size_t>(n + 1), -1);  // per parent (+1: the roots' -1)
+  for (int64_t t = 0; t < n; ++t) {
+    int64_t& last = last_child[static_cast<size_t>(parents[t] + 1)];
+    if (last >= 0) later_sibling[last] = 1;
+    last = t;
+  }
+  return later_sibling;
+}
+
 // A token tree over rows [row_begin, row_end) of head h, `base` holding them as the tree's roots start from.
 // The path from the roots to the current token is a stack whose entry s lives in copies[s] (entry 0 in base);
-// a token whose parent has another child after it runs on a fresh copy of the parent's rows, the last child
-// runs on the parent's rows themselves, and a chain of only children runs in one rows_fn call.
-void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const int32_t* parents, int64_t h,
-                   int64_t row_begin, int64_t row_end, float* base) {
+// a token with a later sibling runs on a fresh copy of its parent's rows, the last child runs on the parent's
+// rows themselves, and a chain of only children runs in one rows_fn call.
+void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const int32_t* parents,
+                   const uint8_t* later_sibling, int64_t h, int64_t row_begin, int64_t row_end, float* base) {
   struct Entry {
     int64_t node;
     float* rows;
   };
   thread_local std::vector<std::vector<float>> copies;
   thread_local std::vector<Entry> path;
-  thread_local std::vector<uint8_t> later_sibling;
   const int64_t n = args.n_tokens;
   const size_t n_floats = static_cast<size_t>((row_end - row_begin) * args.params.head_k_dim);
-  later_sibling.assign(static_cast<size_t>(n), 0);
-  {
-    // A token has a later sibling when another token after it has the same parent.
-    thread_local std::vector<int64_t> last_child;
-    last_child.assign(static_cast<size_t>(n + 1), -1);
-    for (int64_t t = 0; t < n; ++t) {
-      int64_t& last = last_child[static_cast<size_t>(parents[t] + 1)];
-      if (last >= 0) later_sibling[last] = 1;
-      last = t;
-    }
-  }
   path.clear();
   path.push_back({-1, base});
   for (int64_t t = 0; t < n;) {
@@ -172,6 +172,8 @@ void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
                "gated_delta: a read-only call must write its records (u_out)");
   if (args.n_tokens == 0 && io.fold.n == 0) return;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
+  const std::vector<uint8_t> later_sibling =
+      io.parents != nullptr ? later_siblings(io.parents, args.n_tokens) : std::vector<uint8_t>{};
   const int64_t dv = params.head_v_dim;
   const int64_t dk = params.head_k_dim;
   // Heads are the work items; with fewer than two heads per thread, heads are also cut into row ranges of at
@@ -201,7 +203,7 @@ void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
         apply_records_to_rows(apply_fn, io.ahead, params, h, row_begin, row_end, rows);
       }
       if (io.parents != nullptr) {
-        run_tree_rows(rows_fn, args, io.parents, h, row_begin, row_end, rows);
+        run_tree_rows(rows_fn, args, io.parents, later_sibling.data(), h, row_begin, row_end, rows);
       } else {
         rows_fn(args, h, row_begin, row_end, rows);
       }
