@@ -562,17 +562,18 @@ void EngineImpl::finish(Slot& slot, FinishReason reason, const std::string& erro
 // prefill comes in the target's chunks rather than in one piece that holds up every other slot.
 Status EngineImpl::follow_prompt(const Slot& slot) {
   if (!slot.policy) return Status::ok();
-  const spec::ProposeRequest request = propose_request(slot, slot.n_computed, options_.spec.draft_max);
+  const spec::ProposeRequest request = propose_request(slot, slot.n_computed, {options_.spec.draft_max, 0, {}});
   return proposer_->catch_up(std::span<const spec::ProposeRequest>(&request, 1));
 }
 
-spec::ProposeRequest EngineImpl::propose_request(const Slot& slot, int64_t n_tokens, int max_draft,
-                                                 int max_nodes) const {
+spec::ProposeRequest EngineImpl::propose_request(const Slot& slot, int64_t n_tokens,
+                                                 const spec::DraftShape& shape) const {
   spec::ProposeRequest request;
   request.slot = slot.index;
   request.tokens = std::span<const int32_t>(slot.tokens.data(), static_cast<size_t>(n_tokens));
-  request.max_draft = max_draft;
-  request.max_nodes = max_nodes;
+  request.max_draft = shape.length;
+  request.max_nodes = shape.nodes;
+  request.alternatives = shape.alternatives;
   request.tree_topk = options_.spec.tree_topk;
   request.sampling = &slot.sampler->params();
   request.n_prompt = slot.n_prompt;
@@ -724,13 +725,11 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     const int64_t node_room = std::min<int64_t>(options_.n_ctx - 1 - newest,
                                                 budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
     const int64_t room = std::min<int64_t>(node_room, slot.request.max_tokens - slot.n_generated - 1);
-    int k = slot.policy->next_length(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()));
-    k = static_cast<int>(std::min<int64_t>(k, room));
-    if (k < 1) continue;
-    // A tree spends its nodes on alternatives too: never fewer than the chain it would replace.
-    const bool tree = tree_nodes(slot) > 0 && slot.policy->next_tree();
-    const int nodes = tree ? static_cast<int>(std::min<int64_t>(std::max(tree_nodes(slot), k), node_room)) : 0;
-    requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), k, nodes));
+    spec::DraftShape shape = slot.policy->next_shape(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()),
+                                                     tree_nodes(slot), options_.spec.tree_topk);
+    shape.fit(static_cast<int>(std::min<int64_t>(shape.length, room)), static_cast<int>(node_room));
+    if (shape.length < 1) continue;
+    requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), shape));
     request_slots.push_back(index);
   }
   speculative_steps_since_plain_ = requests.empty() ? 0 : speculative_steps_since_plain_ + 1;
@@ -780,7 +779,6 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     for (size_t r = 0; r < request_slots.size(); ++r) {
       if (request_slots[r] != index) continue;
       run.draft = std::move(drafts[r]);
-      run.tree_asked = requests[r].max_nodes > 0;
     }
     if (!run.draft.empty()) {
       Result<state::Transaction> txn = state_->begin(index, static_cast<int32_t>(newest));
@@ -862,8 +860,10 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
   for (int i = 0; i < outcome.n_accepted; ++i) ++stats.accepted_by_position[i];
   if (rejected) ++stats.rollbacks;
   slot.policy->record(chain_length, chain_accepted);
-  if (tree_nodes(slot) > 0) {
-    slot.policy->record_shape(run.tree_asked, 1 + outcome.n_accepted, cost_.relative_cost(run.n_tokens));
+  if (tree) {
+    std::array<int32_t, SpecOptions::kMaxTreeNodes> parents{};
+    for (size_t i = 0; i < run.draft.size(); ++i) parents[i] = spec::draft_parent(run.draft, i);
+    slot.policy->record_tree(std::span<const int32_t>(parents.data(), run.draft.size()), outcome.path);
   }
 
   const int64_t n_keep = 1 + outcome.n_accepted;

@@ -84,7 +84,7 @@ class EngineImpl final : public Engine {
   void maybe_save_checkpoint(Slot& slot);
   Status follow_prompt(const Slot& slot);
   // What the proposer is told of a slot: its first n_tokens tokens, the rest of the request's settings.
-  spec::ProposeRequest propose_request(const Slot& slot, int64_t n_tokens, int max_draft, int max_nodes = 0) const;
+  spec::ProposeRequest propose_request(const Slot& slot, int64_t n_tokens, const spec::DraftShape& shape) const;
   // The slot's tree budget: its request's, or the engine's (0: chains).
   int tree_nodes(const Slot& slot) const;
   void assign_pending();
@@ -102,7 +102,6 @@ class EngineImpl final : public Engine {
     int64_t n_tokens = 0;
     int64_t logit_row = -1;  // first logit row of the run, -1 when it asks for none
     std::vector<spec::DraftToken> draft;
-    bool tree_asked = false;  // the proposer was asked for a tree (it may have found nothing to branch on)
     std::optional<state::Transaction> txn;
   };
   void schedule_decode(std::vector<SlotRun>& runs, int64_t& budget);

@@ -155,7 +155,10 @@ Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
     in_batch = std::move(next);
   }
   for (size_t r = 0; r < requests.size(); ++r) {
-    if (!alternatives[r].empty()) drafts[r] = chain_with_runners_up(drafts[r], alternatives[r], requests[r].max_nodes);
+    if (!alternatives[r].empty()) {
+      drafts[r] = chain_with_runners_up(drafts[r], alternatives[r], requests[r].max_nodes,
+                                        requests[r].alternatives);
+    }
   }
   return Status::ok();
 }

@@ -21,12 +21,15 @@ std::vector<int32_t> runners_up(std::span<const float> logits, int32_t skip, int
 }
 
 std::vector<DraftToken> chain_with_runners_up(std::span<const DraftToken> chain,
-                                              const std::vector<std::vector<int32_t>>& runners_up, int max_nodes) {
+                                              const std::vector<std::vector<int32_t>>& runners_up, int max_nodes,
+                                              std::span<const int> wanted) {
   const auto depth_count = static_cast<int64_t>(chain.size());
   std::vector<int64_t> kept(static_cast<size_t>(depth_count), 0);
   int64_t budget = max_nodes - depth_count;
   for (int64_t d = 0; d < depth_count && d < static_cast<int64_t>(runners_up.size()) && budget > 0; ++d) {
-    kept[d] = std::min<int64_t>(budget, static_cast<int64_t>(runners_up[d].size()));
+    int64_t n = static_cast<int64_t>(runners_up[d].size());
+    if (!wanted.empty()) n = std::min<int64_t>(n, d < static_cast<int64_t>(wanted.size()) ? wanted[d] : 0);
+    kept[d] = std::min<int64_t>(budget, n);
     budget -= kept[d];
   }
   // Depth first: the chain, then the deepest alternatives (children of the chain's next-to-last token) up to the

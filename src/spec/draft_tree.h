@@ -16,10 +16,12 @@ namespace rwd::spec {
 // count. For a row whose argmax is `skip`, these are its runners-up.
 std::vector<int32_t> runners_up(std::span<const float> logits, int32_t skip, int n);
 
-// chain with runners_up[d] (the alternatives at depth d + 1, most likely first) added as leaves, the shallowest
-// depths first while the budget of max_nodes tokens lasts (a depth is reached only when every chain token before
-// it was right, so its alternatives matter less); depth-first order.
+// chain with runners_up[d] (the alternatives at depth d + 1, most likely first) added as leaves, depth d taking
+// at most wanted[d] of them, or, with wanted empty, the shallowest depths first (a depth is reached only when
+// every chain token before it was right, so its alternatives matter less), while the budget of max_nodes tokens
+// lasts; depth-first order.
 std::vector<DraftToken> chain_with_runners_up(std::span<const DraftToken> chain,
-                                              const std::vector<std::vector<int32_t>>& runners_up, int max_nodes);
+                                              const std::vector<std::vector<int32_t>>& runners_up, int max_nodes,
+                                              std::span<const int> wanted = {});
 
 }  // namespace rwd::spec

@@ -19,9 +19,15 @@ constexpr int kMaxProbeAfter = 512;
 // Every this many rounds a slot drafts one token longer than its best length, so that a length whose cost
 // was measured once, badly, is measured again instead of being ruled out for good.
 constexpr int64_t kExploreEvery = 16;
-// Tree or chain: rounds of each shape before the better one is chosen, and how often the other is tried again.
-constexpr int64_t kShapeMinRounds = 4;
-constexpr int64_t kShapeRetryEvery = 16;
+// The same for trees, half a period apart: one more alternative at the first depth than the best shape has, so
+// that ranks the estimates rule out are measured again (a text whose alternatives start paying is noticed).
+constexpr int64_t kExploreTreeAt = kExploreEvery / 2 - 1;
+// Before a rank has been seen: q = kRankPrior, worth kRankPriorWeight trials (a runner-up is often the right
+// token where the chain's was wrong; optimistic enough that trees are tried and measured, quickly overruled).
+// A depth's own estimate leans on all depths' by kDepthShrink trials.
+constexpr double kRankPrior = 0.3;
+constexpr double kRankPriorWeight = 2.0;
+constexpr double kDepthShrink = 4.0;
 // Draft tokens a slot must have had verified before the policy may switch speculation off: the prior says
 // nothing about this text, and with an expensive proposer (a draft model) it alone would switch speculation off
 // at once, on texts where drafts are nearly always right too.
@@ -91,6 +97,51 @@ double ProposerCost::seconds(int length) const {
   return 0.0;
 }
 
+void RankAcceptance::observe(int depth, int rank, bool taken) {
+  if (rank < 2) return;
+  depth = std::clamp(depth, 1, kDepths);
+  rank = std::min(rank, kMaxRank);
+  for (int d : {0, depth}) {
+    tried_[d][rank] += 1.0;
+    taken_[d][rank] += taken ? 1.0 : 0.0;
+  }
+  ++trials_;
+}
+
+void RankAcceptance::decay(double factor) {
+  for (auto* table : {&taken_, &tried_}) {
+    for (auto& row : *table) {
+      for (double& value : row) value *= factor;
+    }
+  }
+}
+
+double RankAcceptance::estimate(int depth, int rank) const {
+  depth = std::clamp(depth, 1, kDepths);
+  rank = std::clamp(rank, 2, kMaxRank);
+  const double pooled = (taken_[0][rank] + kRankPrior * kRankPriorWeight) / (tried_[0][rank] + kRankPriorWeight);
+  return (taken_[depth][rank] + kDepthShrink * pooled) / (tried_[depth][rank] + kDepthShrink);
+}
+
+void DraftShape::fit(int max_length, int max_nodes) {
+  length = std::clamp(length, 0, std::max(max_length, 0));
+  if (alternatives.size() > static_cast<size_t>(length)) alternatives.resize(static_cast<size_t>(length));
+  if (nodes == 0) return;
+  if (alternatives.empty()) {
+    nodes = std::min(std::max(nodes, length), max_nodes);
+    return;
+  }
+  int total = length;
+  for (int n : alternatives) total += n;
+  for (size_t d = alternatives.size(); d-- > 0 && total > max_nodes;) {
+    const int cut = std::min(alternatives[d], total - max_nodes);
+    alternatives[d] -= cut;
+    total -= cut;
+  }
+  while (!alternatives.empty() && alternatives.back() == 0) alternatives.pop_back();
+  nodes = alternatives.empty() ? 0 : total;
+}
+
 DraftPolicy::DraftPolicy(int draft_min, int draft_max, bool adaptive)
     : draft_min_(draft_min),
       draft_max_(draft_max),
@@ -105,32 +156,67 @@ DraftPolicy::DraftPolicy(int draft_min, int draft_max, bool adaptive)
 double DraftPolicy::acceptance() const { return accepted_weight_ / evaluated_weight_; }
 
 int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots) {
-  if (!adaptive_) return draft_max_;
+  return next_shape(cost, proposer, batch_slots, 0, 1).length;
+}
+
+DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
+                                   int max_nodes, int topk) {
+  const bool trees = max_nodes > 0 && topk > 1;
+  if (!adaptive_) return {draft_max_, trees ? std::max(max_nodes, draft_max_) : 0, {}};
   if (off_) {
     if (++plain_since_off_ < probe_after_) {
       ++decisions_.plain_steps;
-      return 0;
+      return {};
     }
     // A probe: one short round, whatever the estimate says, so a text that became predictable is noticed.
     off_ = false;
     probing_ = true;
     plain_since_off_ = 0;
-    return draft_min_;
+    return {draft_min_, 0, {}};
   }
   const double alpha = std::min(acceptance(), 0.999);
-  int best_k = draft_min_;
+  // The slots decoding together share the forward: a round of this slot's tokens with the others' alike,
+  // against a step of all of them.
+  const double step_seconds = cost.seconds(batch_slots);
+  const auto round_cost = [&](int k, int n_tokens) {
+    const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(k) / step_seconds : 0.0;
+    return cost.relative_cost(batch_slots * n_tokens, batch_slots) + proposer_cost;
+  };
+  DraftShape best{draft_min_, 0, {}};
   double best_gain = 0.0;
   for (int k = draft_min_; k <= draft_max_; ++k) {
-    const double expected_tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
-    // The slots decoding together share the forward: a round of this slot's k + 1 tokens with the others'
-    // steps, against a step of all of them.
-    const double step_seconds = cost.seconds(batch_slots);
-    const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(k) / step_seconds : 0.0;
-    const double round_cost = cost.relative_cost(batch_slots * (k + 1), batch_slots) + proposer_cost;
-    const double gain = expected_tokens / round_cost;
+    double expected_tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
+    double gain = expected_tokens / round_cost(k, k + 1);
     if (gain > best_gain) {
       best_gain = gain;
-      best_k = k;
+      best = {k, 0, {}};
+    }
+    if (!trees) continue;
+    // Alternatives one at a time, each where it adds most: the next rank at depth d is reached when the path
+    // got to depth d, the chain's token there was wrong and the ranks before it were too.
+    std::vector<int> alternatives(static_cast<size_t>(k), 0);
+    std::vector<double> reach(static_cast<size_t>(k));
+    for (int d = 0; d < k; ++d) reach[d] = std::pow(alpha, d) * (1.0 - alpha);
+    for (int extra = 1; k + extra <= max_nodes; ++extra) {
+      int best_depth = -1;
+      double best_value = 0.0;
+      for (int d = 0; d < k; ++d) {
+        if (alternatives[d] >= topk - 1) continue;
+        const double value = reach[d] * ranks_.estimate(d + 1, alternatives[d] + 2);
+        if (value > best_value) {
+          best_value = value;
+          best_depth = d;
+        }
+      }
+      if (best_depth < 0) break;
+      reach[best_depth] *= 1.0 - ranks_.estimate(best_depth + 1, alternatives[best_depth] + 2);
+      ++alternatives[best_depth];
+      expected_tokens += best_value;
+      gain = expected_tokens / round_cost(k, k + 1 + extra);
+      if (gain > best_gain) {
+        best_gain = gain;
+        best = {k, k + extra, alternatives};
+      }
     }
   }
   const bool probe_failed = probing_;
@@ -141,10 +227,24 @@ int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer
     plain_since_off_ = 0;
     ++decisions_.fallbacks;
     ++decisions_.plain_steps;
-    return 0;
+    return {};
   }
-  if (decisions_.rounds % kExploreEvery == kExploreEvery - 1 && best_k < draft_max_) return best_k + 1;
-  return best_k;
+  const int64_t phase = decisions_.rounds % kExploreEvery;
+  if (phase == kExploreEvery - 1 && best.length < draft_max_) {
+    ++best.length;
+    if (best.nodes > 0) ++best.nodes;
+  }
+  const int total_nodes = best.nodes > 0 ? best.nodes : best.length;
+  if (phase == kExploreTreeAt && trees && best.length > 0 && total_nodes < max_nodes) {
+    best.alternatives.resize(static_cast<size_t>(best.length), 0);
+    if (best.alternatives[0] < topk - 1) {
+      ++best.alternatives[0];
+      best.nodes = total_nodes + 1;
+    }
+  }
+  while (!best.alternatives.empty() && best.alternatives.back() == 0) best.alternatives.pop_back();
+  if (best.alternatives.empty()) best.nodes = 0;
+  return best;
 }
 
 void DraftPolicy::record(int drafted, int accepted) {
@@ -157,22 +257,22 @@ void DraftPolicy::record(int drafted, int accepted) {
   evaluated_weight_ = kDecay * evaluated_weight_ + evaluated;
 }
 
-bool DraftPolicy::next_tree() {
-  if (!adaptive_) return true;
-  const int64_t choice = shape_choices_++;
-  if (shape_rounds_[0] < kShapeMinRounds || shape_rounds_[1] < kShapeMinRounds) {
-    return shape_rounds_[1] <= shape_rounds_[0];
+void DraftPolicy::record_tree(std::span<const int32_t> parents, std::span<const int32_t> path) {
+  ranks_.decay(kDecay);
+  int32_t parent = -1;
+  for (size_t step = 0;; ++step) {
+    const int32_t taken = step < path.size() ? path[step] : -1;
+    int rank = 0;
+    for (size_t i = 0; i < parents.size(); ++i) {
+      if (parents[i] != parent) continue;
+      ++rank;
+      const bool hit = static_cast<int32_t>(i) == taken;
+      ranks_.observe(static_cast<int>(step) + 1, rank, hit);
+      if (hit) break;
+    }
+    if (taken < 0) return;
+    parent = taken;
   }
-  const bool tree_better = shape_value_[1] / shape_weight_[1] > shape_value_[0] / shape_weight_[0];
-  return choice % kShapeRetryEvery == kShapeRetryEvery - 1 ? !tree_better : tree_better;
-}
-
-void DraftPolicy::record_shape(bool tree, int emitted, double relative_cost) {
-  if (emitted <= 0 || !(relative_cost > 0.0)) return;
-  const int arm = tree ? 1 : 0;
-  shape_value_[arm] = kDecay * shape_value_[arm] + static_cast<double>(emitted) / relative_cost;
-  shape_weight_[arm] = kDecay * shape_weight_[arm] + 1.0;
-  ++shape_rounds_[arm];
 }
 
 }  // namespace rwd::spec

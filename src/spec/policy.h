@@ -1,11 +1,14 @@
-// Draft-length policy (DESIGN §6): per slot, pick the draft length that maximises expected output tokens per
-// unit of time, from the slot's measured acceptance and the engine's measured cost of a verify batch, and
-// fall back to plain decoding when no length beats it, once the slot's own drafts have been seen often enough
-// to judge. A slot that fell back probes again after a while, since plain steps tell nothing about acceptance.
+// Draft-shape policy (DESIGN §6): per slot, pick the draft length, and for a slot allowed tree drafts the
+// alternatives at each depth, that maximise expected output tokens per unit of time, from the slot's measured
+// acceptance (of the chain's tokens, and of a node's other candidates by depth and rank) and the engine's
+// measured cost of a verify batch by size; fall back to a chain when alternatives do not pay for their verify
+// rows, and to plain decoding when no draft beats it, once the slot's own drafts have been seen often enough to
+// judge. A slot that fell back probes again after a while, since plain steps tell nothing about acceptance.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace rwd::spec {
@@ -50,6 +53,39 @@ struct PolicyDecisions {
   std::vector<int64_t> rounds_by_length;  // index k: rounds with draft length k
 };
 
+// Acceptance of a tree's alternatives: q(d, r), the probability that the target takes the rank-r child (r >= 2:
+// the proposer's r-th candidate there, children in draft order) of a node at depth d - 1 whose path was
+// accepted, given that ranks 1 .. r - 1 were not taken. Depths past kDepths share the last estimate; a depth's
+// estimate leans on all depths' for the rank until it has its own evidence.
+class RankAcceptance {
+ public:
+  static constexpr int kDepths = 4;
+  static constexpr int kMaxRank = 16;
+  void observe(int depth, int rank, bool taken);
+  // Forget old rounds at the policy's rate.
+  void decay(double factor);
+  double estimate(int depth, int rank) const;
+  // Trials of ranks >= 2 seen so far (not decayed).
+  int64_t trials() const { return trials_; }
+
+ private:
+  std::array<std::array<double, kMaxRank + 1>, kDepths + 1> taken_{};  // [0]: all depths
+  std::array<std::array<double, kMaxRank + 1>, kDepths + 1> tried_{};
+  int64_t trials_ = 0;
+};
+
+// A draft's shape: `length` tokens of a chain (0: decode plainly) and, for a tree, alternatives[d] candidates
+// beside the chain's token at depth d + 1. nodes: the tree's budget, chain included (0: a chain); with no
+// alternatives listed, the proposer spends it its own way.
+struct DraftShape {
+  int length = 0;
+  int nodes = 0;
+  std::vector<int> alternatives;
+  // At most max_length deep and max_nodes tokens in all (alternatives dropped deepest first); a shape left
+  // with no alternatives is a chain.
+  void fit(int max_length, int max_nodes);
+};
+
 class DraftPolicy {
  public:
   DraftPolicy(int draft_min, int draft_max, bool adaptive);
@@ -57,20 +93,24 @@ class DraftPolicy {
   // The draft length for the next step: 0 = decode plainly, else in [draft_min, draft_max]. batch_slots: the
   // slots decoding in the same forward (all assumed to draft alike, in one proposer call).
   int next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots);
+  // The same for a slot that may draft a tree of up to max_nodes tokens with up to topk children per node: the
+  // length, and the alternatives per depth that raise expected tokens per unit of cost, each depth taking ranks
+  // 2, 3, ... in turn by their marginal value α^(d-1) (1 - α) q(d, 2) ... (a leaf found there adds one token).
+  // Without adaptation: a tree of max(max_nodes, draft_max) tokens shaped by the proposer.
+  DraftShape next_shape(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots, int max_nodes,
+                        int topk);
   // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
   void record(int drafted, int accepted);
+  // The outcome of a tree: parents[i] is draft token i's parent (-1: the newest token), path the accepted
+  // tokens from the root down. Records, at each node of the path and at the node where it ends, which of its
+  // children the target took.
+  void record_tree(std::span<const int32_t> parents, std::span<const int32_t> path);
   // The estimated probability that a draft token is accepted given the previous one was.
   double acceptance() const;
+  const RankAcceptance& rank_acceptance() const { return ranks_; }
   const PolicyDecisions& decisions() const { return decisions_; }
   // True while speculation is switched off for the slot (plain decoding with periodic probes).
   bool backed_off() const { return off_; }
-
-  // Tree or chain, for a slot allowed tree drafts: each round's tokens per unit of verify cost, (1 + accepted) /
-  // relative_cost(tokens verified), is averaged per shape (decayed); the better shape drafts, the other is tried
-  // again every kShapeRetryEvery rounds so that a text whose alternatives start (or stop) paying is noticed,
-  // and the two alternate until each has kShapeMinRounds rounds. Without adaptation: always the tree.
-  bool next_tree();
-  void record_shape(bool tree, int emitted, double relative_cost);
 
  private:
   int draft_min_;
@@ -84,11 +124,7 @@ class DraftPolicy {
   int plain_since_off_ = 0;
   int probe_after_;
   PolicyDecisions decisions_;
-  // Per shape (0: chain, 1: tree): decayed sums of tokens per relative cost and of rounds, and the rounds seen.
-  std::array<double, 2> shape_value_{};
-  std::array<double, 2> shape_weight_{};
-  std::array<int64_t, 2> shape_rounds_{};
-  int64_t shape_choices_ = 0;
+  RankAcceptance ranks_;
 };
 
 }  // namespace rwd::spec

@@ -23,6 +23,9 @@ struct ProposeRequest {
   // node; 0: a chain of max_draft tokens.
   int max_nodes = 0;
   int tree_topk = 0;
+  // What the policy expects to pay, for proposers that hang their runners-up beside their chain:
+  // alternatives[d] of them at depth d + 1 (within max_nodes). Empty: the shallowest depths first.
+  std::vector<int> alternatives;
   const sampling::SamplingParams* sampling = nullptr;  // the slot's target sampling (greedy when temperature 0)
   int64_t n_prompt = 0;
   std::span<const int32_t> oracle;  // the oracle proposer's known continuation after the prompt

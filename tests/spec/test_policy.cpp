@@ -1,10 +1,12 @@
-// The draft-length policy against the expected-tokens-per-cost rule worked out by hand: long drafts when
+// The draft-shape policy against the expected-tokens-per-cost rule worked out by hand: long drafts when
 // acceptance is high and verify batches are cheap, short ones when batches are expensive, plain decoding (and
-// a periodic probe) when speculation cannot pay; and the cost model's fit of measured forward times.
+// a periodic probe) when speculation cannot pay, tree alternatives where they are taken often enough to pay
+// for their rows (against every shape enumerated); the cost model's fit of measured forward times.
 // links: rewind_spec
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "spec/policy.h"
 
@@ -193,31 +195,143 @@ TEST(DraftPolicy, SharedBatchesCompareAgainstAStepOfAllSlots) {
   EXPECT_LE(k, 8);
 }
 
-// Tree or chain: the shapes alternate until each has 4 rounds, then the one that gave more tokens per unit of
-// verify cost drafts, with the other tried every 16th choice; when the other starts winning, the choice follows.
-TEST(DraftPolicy, TreeOrChainFollowsTokensPerCost) {
+TEST(RankAcceptance, PriorEvidenceDepthsAndDecay) {
+  RankAcceptance ranks;
+  EXPECT_DOUBLE_EQ(ranks.estimate(1, 2), 0.3);  // nothing seen: the prior
+  ranks.observe(1, 2, true);
+  ranks.observe(1, 2, true);
+  ranks.observe(1, 1, false);  // rank 1 is the chain's token: the draft-length estimate's, not this one's
+  EXPECT_EQ(ranks.trials(), 2);
+  const double pooled = (2 + 0.3 * 2) / (2 + 2.0);
+  EXPECT_NEAR(ranks.estimate(1, 2), (2 + 4 * pooled) / (2 + 4.0), 1e-12);
+  EXPECT_NEAR(ranks.estimate(2, 2), pooled, 1e-12) << "a depth with no evidence of its own leans on all depths'";
+  EXPECT_DOUBLE_EQ(ranks.estimate(1, 3), 0.3);
+  ranks.observe(9, 40, false);  // past the last depth and rank: counted with them
+  EXPECT_NEAR(ranks.estimate(RankAcceptance::kDepths, RankAcceptance::kMaxRank), 0.6 / 3.0 * 4 / 5.0, 1e-12);
+  ranks.decay(0.5);
+  EXPECT_NEAR(ranks.estimate(1, 2), (1 + 4 * ((1 + 0.6) / 3.0)) / (1 + 4.0), 1e-12);
+}
+
+// record_tree walks the accepted path: at each node, the children before the taken one missed and the taken one
+// hit (ranks from 2 on), and where the path ends, every child missed.
+TEST(DraftPolicy, RecordTreeCountsRanksAlongThePath) {
+  // Root children: 0 (the chain's token) and 3; node 0's: 1 and 2; node 3's: 4.
+  const std::vector<int32_t> parents = {-1, 0, 0, -1, 3};
   DraftPolicy policy(1, 8, true);
-  const auto play = [&](int n, double tree_tokens, double chain_tokens, int& trees) {
-    trees = 0;
-    for (int i = 0; i < n; ++i) {
-      const bool tree = policy.next_tree();
-      trees += tree ? 1 : 0;
-      // Trees verify 9 tokens at a relative cost of 2, chains 5 at 1.5.
-      policy.record_shape(tree, static_cast<int>(tree ? tree_tokens : chain_tokens), tree ? 2.0 : 1.5);
+  policy.record_tree(parents, std::vector<int32_t>{0, 2});  // depth 2: rank 1 missed, rank 2 taken
+  EXPECT_EQ(policy.rank_acceptance().trials(), 1);
+  EXPECT_GT(policy.rank_acceptance().estimate(2, 2), 0.3);
+  DraftPolicy ended(1, 8, true);
+  ended.record_tree(parents, std::vector<int32_t>{});  // nothing taken at the root: rank 2 (node 3) missed
+  EXPECT_EQ(ended.rank_acceptance().trials(), 1);
+  EXPECT_LT(ended.rank_acceptance().estimate(1, 2), 0.3);
+  DraftPolicy off_chain(1, 8, true);
+  off_chain.record_tree(parents, std::vector<int32_t>{3});  // rank 2 taken at depth 1, then node 4 missed (rank 1)
+  EXPECT_EQ(off_chain.rank_acceptance().trials(), 1);
+  EXPECT_GT(off_chain.rank_acceptance().estimate(1, 2), 0.3);
+}
+
+// The greedy allocation of alternatives against every shape enumerated: with topk 2 each depth has one
+// alternative, worth α^(d-1) (1 - α) q(d, 2) tokens, so the best shape is found by trying all subsets.
+TEST(DraftPolicy, TreeShapeIsTheBestOfAllShapes) {
+  for (const double per_token : {0.0002, 0.001, 0.003}) {
+    for (const bool runners_up_hit : {true, false}) {
+      const CostModel cost = linear_cost(0.010, per_token);
+      DraftPolicy policy(1, 4, true);
+      for (int i = 0; i < 200; ++i) {
+        policy.record(10, 1);  // α = 1/2
+        // A tree of the chain's token and one alternative at depth 1; 80 % (or none) of the alternatives are
+        // taken where the chain's token was not.
+        const bool hit = runners_up_hit && i % 5 != 0;
+        policy.record_tree(std::vector<int32_t>{-1, -1}, hit ? std::vector<int32_t>{1} : std::vector<int32_t>{});
+      }
+      const double alpha = policy.acceptance();
+      const RankAcceptance& ranks = policy.rank_acceptance();
+      double best_gain = 0.0;
+      DraftShape best;
+      for (int k = 1; k <= 4; ++k) {
+        for (int mask = 0; mask < (1 << k); ++mask) {
+          double tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
+          std::vector<int> alternatives(static_cast<size_t>(k), 0);
+          int extra = 0;
+          for (int d = 0; d < k; ++d) {
+            if ((mask >> d & 1) == 0) continue;
+            tokens += std::pow(alpha, d) * (1.0 - alpha) * ranks.estimate(d + 1, 2);
+            alternatives[d] = 1;
+            ++extra;
+          }
+          if (k + extra > 6) continue;  // the node budget
+          const double gain = tokens / cost.relative_cost(k + 1 + extra);
+          if (gain > best_gain + 1e-12) {
+            best_gain = gain;
+            while (!alternatives.empty() && alternatives.back() == 0) alternatives.pop_back();
+            best = {k, extra > 0 ? k + extra : 0, alternatives};
+          }
+        }
+      }
+      const DraftShape shape = policy.next_shape(cost, ProposerCost{}, 1, 6, 2);
+      SCOPED_TRACE(testing::Message() << "per-token cost " << per_token << ", alternatives taken: " << runners_up_hit);
+      EXPECT_EQ(shape.length, best.length);
+      EXPECT_EQ(shape.nodes, best.nodes);
+      EXPECT_EQ(shape.alternatives, best.alternatives);
+      if (!runners_up_hit) {
+        EXPECT_EQ(shape.nodes, 0) << "alternatives that are never taken: a chain";
+      }
     }
-  };
-  int trees = 0;
-  play(8, 4, 2, trees);
-  EXPECT_EQ(trees, 4) << "the first rounds alternate";
-  play(64, 4, 2, trees);  // trees: 2 tokens per unit of cost, chains 1.33
-  EXPECT_EQ(trees, 60) << "the tree wins and the chain is retried every 16th round";
-  play(128, 2, 3, trees);  // now chains give 2 per cost, trees 1
-  EXPECT_LT(trees, 32) << "the choice moves to the chain once its average overtakes";
-  int last_trees = 0;
-  play(64, 2, 3, last_trees);
-  EXPECT_EQ(last_trees, 4);
+  }
+}
+
+TEST(DraftPolicy, TreesThatCannotPayFallBackToPlainDecoding) {
+  const CostModel cost = linear_cost(0.004, 0.004);  // every token costs a step: nothing pays
+  DraftPolicy policy(1, 8, true);
+  for (int i = 0; i < 40; ++i) {
+    policy.record(4, 0);
+    policy.record_tree(std::vector<int32_t>{-1, -1}, std::vector<int32_t>{1});  // alternatives always right
+  }
+  EXPECT_EQ(policy.next_shape(cost, ProposerCost{}, 1, 16, 4).length, 0);
+  EXPECT_EQ(policy.decisions().fallbacks, 1);
+}
+
+TEST(DraftPolicy, ExplorationTriesOneMoreAlternative) {
+  const CostModel cost = linear_cost(0.010, 0.002);
+  DraftPolicy policy(1, 8, true);
+  for (int i = 0; i < 7; ++i) {  // the next round is the 8th of 16: an alternative more than the best shape
+    policy.record(8, 8);
+    policy.record_tree(std::vector<int32_t>{-1, -1}, std::vector<int32_t>{0});
+  }
+  const DraftShape shape = policy.next_shape(cost, ProposerCost{}, 1, 16, 4);
+  ASSERT_FALSE(shape.alternatives.empty());
+  int total = shape.length;
+  for (int n : shape.alternatives) total += n;
+  EXPECT_EQ(shape.nodes, total);
+  EXPECT_GE(shape.alternatives[0], 1);
+}
+
+TEST(DraftPolicy, FixedTreesTakeTheWholeBudget) {
   DraftPolicy fixed(1, 8, false);
-  for (int i = 0; i < 10; ++i) EXPECT_TRUE(fixed.next_tree()) << "fixed drafting always takes the tree";
+  const DraftShape shape = fixed.next_shape(linear_cost(0.004, 0.004), ProposerCost{}, 1, 12, 4);
+  EXPECT_EQ(shape.length, 8);
+  EXPECT_EQ(shape.nodes, 12);
+  EXPECT_TRUE(shape.alternatives.empty()) << "the proposer shapes it";
+  EXPECT_EQ(fixed.next_shape(linear_cost(0.004, 0.004), ProposerCost{}, 1, 0, 4).nodes, 0);
+}
+
+TEST(DraftShape, FitCutsTheDeepestAlternativesFirst) {
+  DraftShape shape{4, 9, {2, 2, 1}};
+  shape.fit(4, 7);
+  EXPECT_EQ(shape.alternatives, (std::vector<int>{2, 1}));
+  EXPECT_EQ(shape.nodes, 7);
+  shape.fit(1, 7);  // one token of room: the first depth's alternatives stay
+  EXPECT_EQ(shape.length, 1);
+  EXPECT_EQ(shape.alternatives, (std::vector<int>{2}));
+  EXPECT_EQ(shape.nodes, 3);
+  shape.fit(1, 1);
+  EXPECT_EQ(shape.nodes, 0) << "no room for alternatives: a chain";
+  EXPECT_TRUE(shape.alternatives.empty());
+  DraftShape proposers{8, 12, {}};
+  proposers.fit(3, 10);
+  EXPECT_EQ(proposers.length, 3);
+  EXPECT_EQ(proposers.nodes, 10);
 }
 
 }  // namespace

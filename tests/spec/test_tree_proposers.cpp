@@ -175,6 +175,12 @@ TEST(ChainTree, RunnersUpBesideTheChainShallowestFirst) {
   EXPECT_EQ(chain_with_runners_up(chain, alternatives, 3).size(), 3u);
   EXPECT_TRUE(is_chain(chain_with_runners_up(chain, alternatives, 3)));
   EXPECT_EQ(chain_with_runners_up(chain, alternatives, 64).size(), 9u);
+  // The policy's counts per depth: none at the first, one at the second and third; the budget still binds.
+  const std::vector<int> wanted = {0, 1, 2};
+  const auto chosen = paths_of(chain_with_runners_up(chain, alternatives, 64, wanted));
+  EXPECT_EQ(std::set<std::vector<int32_t>>(chosen.begin(), chosen.end()),
+            (std::set<std::vector<int32_t>>{{10}, {10, 11}, {10, 11, 12}, {10, 21}, {10, 11, 22}, {10, 11, 32}}));
+  EXPECT_EQ(chain_with_runners_up(chain, alternatives, 4, wanted).size(), 4u);
 }
 
 // The runners-up of a row against a full sort written here: largest first, ties to the lower id, the argmax,
