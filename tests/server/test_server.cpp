@@ -642,6 +642,9 @@ TEST(ServerSpeculation, NgramTreesPerRequest) {
   ServerOptions options = server_options(2);
   options.engine.spec.mode = "ngram";
   options.engine.spec.tree_nodes = 12;
+  // Fixed drafting: the adaptive policy drafts alternatives only where its timings say they pay, which a slow
+  // (sanitizer) build may never find; fixed, every round offers the whole budget.
+  options.engine.spec.adaptive = false;
   // Short matches recur with different continuations in these prompts, so the tries branch.
   options.engine.spec.ngram_min = 1;
   options.engine.spec.ngram_max = 2;

@@ -228,6 +228,44 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Engine, SpecExactness, ::testing::ValuesIn(cases()), case_name);
 
+// With the adaptive policy choosing each round's shape (chain length, alternatives per depth, plain steps) from
+// this run's timings, whatever it chooses, greedy output and every emitted position's logits stay plain
+// decoding's.
+TEST(SpecAdaptiveTrees, EveryShapeThePolicyChoosesEqualsPlainDecoding) {
+  const std::string model = "qwen35-tiny-f32.gguf";
+  const std::vector<Output>& plain = reference(model);
+  std::vector<std::vector<int32_t>> oracle;
+  for (const Output& out : plain) oracle.push_back(out.ids);
+  for (const std::string mode : {"mtp", "draft", "ngram", "oracle"}) {
+    for (int n_slots : {1, 4}) {
+      SCOPED_TRACE(testing::Message() << mode << ", " << n_slots << " slots");
+      RunConfig config;
+      config.model = model;
+      config.mode = mode;
+      config.n_slots = n_slots;
+      config.adaptive = true;
+      config.tree_nodes = 8;
+      if (mode == "draft") config.draft_model = test::twin_of(model);
+      auto engine = open(config);
+      ASSERT_NE(engine, nullptr);
+      const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
+      int64_t drafted = 0;
+      for (size_t p = 0; p < spec.size(); ++p) {
+        ASSERT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
+        ASSERT_EQ(spec[p].top.size(), plain[p].top.size());
+        for (size_t t = 0; t < spec[p].top.size(); ++t) {
+          for (size_t j = 0; j < spec[p].top[t].size(); ++j) {
+            ASSERT_EQ(std::memcmp(&spec[p].top[t][j].logprob, &plain[p].top[t][j].logprob, sizeof(float)), 0)
+                << "prompt " << p << " token " << t << " rank " << j;
+          }
+        }
+        drafted += spec[p].spec.drafted;
+      }
+      EXPECT_GT(drafted, 0) << "the policy never drafted";
+    }
+  }
+}
+
 // The model-based proposers draft for all slots in shared forwards (catch-up rows together, one row per slot
 // per chain step): each prompt's drafts, and so its acceptance at every position, are those it gets alone.
 TEST(SpecSlotsTogether, ModelProposersDraftAsForEachSlotAlone) {

@@ -35,16 +35,20 @@ void causal_conv1d_tree(const float* x, int64_t n_tokens, const int32_t* parents
                         float* out) {
   const int64_t n_window = d_conv - 1;
   int32_t ancestors[kConv1dMaxKernel];
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for (int64_t t = 0; t < n_tokens;) {
     REWIND_CHECK(parents[t] >= -1 && parents[t] < t, "causal_conv1d_tree: token {} has parent {}", t, parents[t]);
-    // The token's window: the given one moved on by the inputs of its nearest n_window ancestors, oldest first.
+    // Tokens that each follow the one before them run as one chain from the first one's window: the given one
+    // moved on by the inputs of its nearest n_window ancestors, oldest first.
+    int64_t end = t + 1;
+    while (end < n_tokens && parents[end] == end - 1) ++end;
     int64_t n_ancestors = 0;
     for (int32_t a = parents[t]; a >= 0 && n_ancestors < n_window; a = parents[a]) ancestors[n_ancestors++] = a;
     std::copy_n(window, n_window * n_channels, scratch);
     for (int64_t i = n_ancestors - 1; i >= 0; --i) {
       detail::shift_conv_window(x + ancestors[i] * n_channels, 1, n_channels, d_conv, scratch);
     }
-    causal_conv1d(x + t * n_channels, 1, n_channels, weight, d_conv, bias, scratch, out + t * n_channels);
+    causal_conv1d(x + t * n_channels, end - t, n_channels, weight, d_conv, bias, scratch, out + t * n_channels);
+    t = end;
   }
 }
 

@@ -102,24 +102,30 @@ GatedDeltaArgs token_range(const GatedDeltaArgs& args, int64_t first, int64_t n)
   return range;
 }
 
-// later_sibling[t]: another token after t has t's parent (so the parent's rows must outlive t's run).
-std::vector<uint8_t> later_siblings(const int32_t* parents, int64_t n) {
-  std::vector<uint8_t> later_sibling(static_cast<size_t>(n), 0);
+// Per token of a tree: another token after it has its parent (so the parent's rows must outlive its run), and
+// some token has it as parent (its own rows are read again).
+constexpr uint8_t kLaterSibling = 1;
+constexpr uint8_t kHasChild = 2;
+
+std::vector<uint8_t> tree_flags(const int32_t* parents, int64_t n) {
+  std::vector<uint8_t> flags(static_cast<size_t>(n), 0);
   std::vector<int64_t> last_child(static_cast<size_t>(n + 1), -1);  // per parent (+1: the roots' -1)
   for (int64_t t = 0; t < n; ++t) {
     int64_t& last = last_child[static_cast<size_t>(parents[t] + 1)];
-    if (last >= 0) later_sibling[last] = 1;
+    if (last >= 0) flags[last] |= kLaterSibling;
     last = t;
+    if (parents[t] >= 0) flags[parents[t]] |= kHasChild;
   }
-  return later_sibling;
+  return flags;
 }
 
 // A token tree over rows [row_begin, row_end) of head h, `base` holding them as the tree's roots start from.
 // The path from the roots to the current token is a stack whose entry s lives in copies[s] (entry 0 in base);
-// a token with a later sibling runs on a fresh copy of its parent's rows, the last child runs on the parent's
-// rows themselves, and a chain of only children runs in one rows_fn call.
-void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const int32_t* parents,
-                   const uint8_t* later_sibling, int64_t h, int64_t row_begin, int64_t row_end, float* base) {
+// a token with a later sibling runs on a fresh copy of its parent's rows, unless it is a leaf, which reads its
+// parent's rows and writes nothing (discard_rows); the last child runs on the parent's rows themselves, and a
+// chain of only children runs in one rows_fn call.
+void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const int32_t* parents, const uint8_t* flags,
+                   int64_t h, int64_t row_begin, int64_t row_end, float* base) {
   struct Entry {
     int64_t node;
     float* rows;
@@ -136,7 +142,14 @@ void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const i
       REWIND_CHECK(!path.empty(), "gated_delta: token {} of a tree does not follow its parent {} depth first", t,
                    parents[t]);
     }
-    if (later_sibling[t]) {
+    if ((flags[t] & kLaterSibling) != 0 && (flags[t] & kHasChild) == 0) {
+      GatedDeltaArgs leaf = token_range(args, t, 1);
+      leaf.discard_rows = true;
+      rows_fn(leaf, h, row_begin, row_end, path.back().rows);
+      ++t;
+      continue;
+    }
+    if ((flags[t] & kLaterSibling) != 0) {
       const size_t s = path.size();
       if (copies.size() < s + 1) copies.resize(s + 1);
       if (copies[s].size() < n_floats) copies[s].resize(n_floats);
@@ -146,7 +159,7 @@ void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const i
       path.back().node = t;
     }
     int64_t end = t + 1;
-    while (end < n && parents[end] == end - 1 && !later_sibling[end]) ++end;
+    while (end < n && parents[end] == end - 1 && (flags[end] & kLaterSibling) == 0) ++end;
     rows_fn(token_range(args, t, end - t), h, row_begin, row_end, path.back().rows);
     path.back().node = end - 1;
     t = end;
@@ -172,8 +185,8 @@ void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
                "gated_delta: a read-only call must write its records (u_out)");
   if (args.n_tokens == 0 && io.fold.n == 0) return;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  const std::vector<uint8_t> later_sibling =
-      io.parents != nullptr ? later_siblings(io.parents, args.n_tokens) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> flags =
+      io.parents != nullptr ? tree_flags(io.parents, args.n_tokens) : std::vector<uint8_t>{};
   const int64_t dv = params.head_v_dim;
   const int64_t dk = params.head_k_dim;
   // Heads are the work items; with fewer than two heads per thread, heads are also cut into row ranges of at
@@ -203,7 +216,7 @@ void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
         apply_records_to_rows(apply_fn, io.ahead, params, h, row_begin, row_end, rows);
       }
       if (io.parents != nullptr) {
-        run_tree_rows(rows_fn, args, io.parents, later_sibling.data(), h, row_begin, row_end, rows);
+        run_tree_rows(rows_fn, args, io.parents, flags.data(), h, row_begin, row_end, rows);
       } else {
         rows_fn(args, h, row_begin, row_end, rows);
       }
@@ -256,6 +269,7 @@ void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int6
   const int64_t hk = ref::key_head_of(h, p);
   float decay[kTokenChunk][kGatedDeltaMaxHeadDim];
   float decayed_k[kTokenChunk][kGatedDeltaMaxHeadDim];
+  float discarded[kGatedDeltaMaxHeadDim];  // a discarded update's row (args.discard_rows)
   for (int64_t t0 = 0; t0 < args.n_tokens; t0 += kTokenChunk) {
     const int64_t n_chunk = std::min(kTokenChunk, args.n_tokens - t0);
     for (int64_t c = 0; c < n_chunk; ++c) {
@@ -266,6 +280,10 @@ void forward_rows(const GatedDeltaArgs& args, int64_t h, int64_t row_begin, int6
     }
     for (int64_t j = row_begin; j < row_end; ++j) {
       float* row = rows + (j - row_begin) * dk;
+      if (args.discard_rows) {
+        std::copy_n(row, dk, discarded);
+        row = discarded;
+      }
       for (int64_t c = 0; c < n_chunk; ++c) {
         const int64_t t = t0 + c;
         const int64_t at = (t * p.n_head_v + h) * dv + j;  // element j of token t's value row of head h

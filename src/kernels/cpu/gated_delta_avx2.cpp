@@ -38,11 +38,12 @@ struct Block {
   }
 };
 
-// Rows rows[0 .. kRows-1] (each head_k_dim floats): M = updated(M, decay, k, u_r), and with kWithOutput,
-// acc[r] collects M q over the updated values, lane by lane.
+// Rows rows[0 .. kRows-1] (each head_k_dim floats): M = updated(M, decay, k, u_r), stored to out_rows (rows
+// itself, or where a discarded update goes), and with kWithOutput, acc[r] collects M q over the updated values,
+// lane by lane.
 template <int kRows, bool kPerChannel, bool kWithOutput>
-inline void update_rows(float* const* rows, int64_t dk, const float* k, const float* decay, const float* u,
-                        const float* q, __m256* acc) {
+inline void update_rows(const float* const* rows, float* const* out_rows, int64_t dk, const float* k,
+                        const float* decay, const float* u, const float* q, __m256* acc) {
   __m256 u_r[kRows];
   for (int r = 0; r < kRows; ++r) u_r[r] = _mm256_set1_ps(u[r]);
   const __m256 decay_all = _mm256_set1_ps(decay[0]);
@@ -53,7 +54,7 @@ inline void update_rows(float* const* rows, int64_t dk, const float* k, const fl
     const __m256 q_b = kWithOutput ? block.load(q) : _mm256_setzero_ps();
     for (int r = 0; r < kRows; ++r) {
       const __m256 m = updated(block.load(rows[r]), decay_b, k_b, u_r[r]);
-      block.store(rows[r], m);
+      block.store(out_rows[r], m);
       if constexpr (kWithOutput) acc[r] = _mm256_fmadd_ps(m, q_b, acc[r]);
     }
   };
@@ -68,11 +69,11 @@ void apply_record(float* head_state, int64_t dk, int64_t dv, const float* k, con
   for (; j + 4 <= dv; j += 4) {
     float* rows[4] = {head_state + j * dk, head_state + (j + 1) * dk, head_state + (j + 2) * dk,
                       head_state + (j + 3) * dk};
-    update_rows<4, kPerChannel, false>(rows, dk, k, decay, u + j, nullptr, nullptr);
+    update_rows<4, kPerChannel, false>(rows, rows, dk, k, decay, u + j, nullptr, nullptr);
   }
   for (; j < dv; ++j) {
     float* rows[1] = {head_state + j * dk};
-    update_rows<1, kPerChannel, false>(rows, dk, k, decay, u + j, nullptr, nullptr);
+    update_rows<1, kPerChannel, false>(rows, rows, dk, k, decay, u + j, nullptr, nullptr);
   }
 }
 
@@ -109,6 +110,10 @@ void run_rows(const GatedDeltaArgs& args, int64_t h, int64_t hk, const TokenChun
   const int64_t dv = p.head_v_dim;
   float* rows[kRows];
   for (int r = 0; r < kRows; ++r) rows[r] = first_row + r * dk;
+  // A discarded update (one token) is stored here instead: the same arithmetic, the rows left as they were.
+  alignas(32) float discarded[kRows][kGatedDeltaMaxHeadDim];
+  float* out_rows[kRows];
+  for (int r = 0; r < kRows; ++r) out_rows[r] = args.discard_rows ? discarded[r] : rows[r];
   for (int64_t c = 0; c < chunk.n; ++c) {
     const int64_t t = chunk.t0 + c;
     const int64_t at = (t * p.n_head_v + h) * dv + j;  // element j of token t's value row of head h
@@ -134,13 +139,13 @@ void run_rows(const GatedDeltaArgs& args, int64_t h, int64_t hk, const TokenChun
     }
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
     if constexpr (kRows == 8) {
-      update_rows<4, kPerChannel, true>(rows, dk, k_t, chunk.decay[c], u, q_t, acc);
-      update_rows<4, kPerChannel, true>(rows + 4, dk, k_t, chunk.decay[c], u + 4, q_t, acc + 4);
+      update_rows<4, kPerChannel, true>(rows, out_rows, dk, k_t, chunk.decay[c], u, q_t, acc);
+      update_rows<4, kPerChannel, true>(rows + 4, out_rows + 4, dk, k_t, chunk.decay[c], u + 4, q_t, acc + 4);
       const __m128 scale = _mm_set1_ps(p.scale);
       _mm_storeu_ps(args.out + at, _mm_mul_ps(vmath::reduce4(acc[0], acc[1], acc[2], acc[3]), scale));
       _mm_storeu_ps(args.out + at + 4, _mm_mul_ps(vmath::reduce4(acc[4], acc[5], acc[6], acc[7]), scale));
     } else {
-      update_rows<1, kPerChannel, true>(rows, dk, k_t, chunk.decay[c], u, q_t, acc);
+      update_rows<1, kPerChannel, true>(rows, out_rows, dk, k_t, chunk.decay[c], u, q_t, acc);
       args.out[at] = vmath::reduce_add(acc[0]) * p.scale;
     }
   }

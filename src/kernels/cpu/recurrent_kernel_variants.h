@@ -45,6 +45,9 @@ struct GatedDeltaArgs {
   float* out;
   float* u_out;  // may be null
   GatedDeltaParams params;
+  // One token whose updated rows nothing reads (a leaf of a token tree): the rows are read, never written, so
+  // a leaf beside its siblings needs no copy of its parent's rows. Its outputs and records are as without it.
+  bool discard_rows = false;
 };
 
 // Rows [row_begin, row_end) of value head `head`, all tokens; `rows` holds those rows (row_begin first), in the
