@@ -725,8 +725,9 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     const int64_t node_room = std::min<int64_t>(options_.n_ctx - 1 - newest,
                                                 budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
     const int64_t room = std::min<int64_t>(node_room, slot.request.max_tokens - slot.n_generated - 1);
-    spec::DraftShape shape = slot.policy->next_shape(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()),
-                                                     tree_nodes(slot), options_.spec.tree_topk);
+    spec::DraftShape shape =
+        slot.policy->next_shape(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()), tree_nodes(slot),
+                                options_.spec.tree_topk, proposer_->branches_continue());
     shape.fit(static_cast<int>(std::min<int64_t>(shape.length, room)), static_cast<int>(node_room));
     if (shape.length < 1) continue;
     requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), shape));

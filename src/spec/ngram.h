@@ -14,6 +14,7 @@ class NgramProposer final : public Proposer {
   NgramProposer(int ngram_min, int ngram_max) : ngram_min_(ngram_min), ngram_max_(ngram_max) {}
 
   std::string_view name() const override { return "ngram"; }
+  bool branches_continue() const override { return true; }
   void start_sequence(int, int64_t, bool) override {}
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
   Status on_target_forward(int, int64_t, int64_t, int64_t, const float*) override { return Status::ok(); }

@@ -22,6 +22,7 @@ class OracleProposer final : public Proposer {
       : error_rate_(error_rate), seed_(seed), n_vocab_(n_vocab) {}
 
   std::string_view name() const override { return "oracle"; }
+  bool branches_continue() const override { return true; }
   void start_sequence(int, int64_t, bool) override {}
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
   Status on_target_forward(int, int64_t, int64_t, int64_t, const float*) override { return Status::ok(); }

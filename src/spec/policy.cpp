@@ -124,22 +124,30 @@ double RankAcceptance::estimate(int depth, int rank) const {
 }
 
 void DraftShape::fit(int max_length, int max_nodes) {
-  length = std::clamp(length, 0, std::max(max_length, 0));
-  if (alternatives.size() > static_cast<size_t>(length)) alternatives.resize(static_cast<size_t>(length));
-  if (nodes == 0) return;
-  if (alternatives.empty()) {
+  const int cut_length = std::max(length - std::max(max_length, 0), 0);
+  length -= cut_length;
+  if (nodes == 0) {
+    alternatives.clear();
+    return;
+  }
+  if (alternatives.empty()) {  // the proposer shapes the tree within the budget
     nodes = std::min(std::max(nodes, length), max_nodes);
     return;
   }
-  int total = length;
-  for (int n : alternatives) total += n;
-  for (size_t d = alternatives.size(); d-- > 0 && total > max_nodes;) {
-    const int cut = std::min(alternatives[d], total - max_nodes);
+  // Nodes past the listed alternatives are continuations below them: they keep their share of the budget.
+  int dropped = cut_length;
+  for (size_t d = static_cast<size_t>(length); d < alternatives.size(); ++d) dropped += alternatives[d];
+  if (alternatives.size() > static_cast<size_t>(length)) alternatives.resize(static_cast<size_t>(length));
+  nodes = std::min(nodes - dropped, max_nodes);
+  int listed = length;
+  for (int n : alternatives) listed += n;
+  for (size_t d = alternatives.size(); d-- > 0 && listed > nodes;) {
+    const int cut = std::min(alternatives[d], listed - nodes);
     alternatives[d] -= cut;
-    total -= cut;
+    listed -= cut;
   }
   while (!alternatives.empty() && alternatives.back() == 0) alternatives.pop_back();
-  nodes = alternatives.empty() ? 0 : total;
+  nodes = alternatives.empty() ? 0 : std::max(nodes, listed);
 }
 
 DraftPolicy::DraftPolicy(int draft_min, int draft_max, bool adaptive)
@@ -160,7 +168,7 @@ int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer
 }
 
 DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
-                                   int max_nodes, int topk) {
+                                   int max_nodes, int topk, bool branches_continue) {
   const bool trees = max_nodes > 0 && topk > 1;
   if (!adaptive_) return {draft_max_, trees ? std::max(max_nodes, draft_max_) : 0, {}};
   if (off_) {
@@ -192,13 +200,20 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
       best = {k, 0, {}};
     }
     if (!trees) continue;
-    // Alternatives one at a time, each where it adds most: the next rank at depth d is reached when the path
-    // got to depth d, the chain's token there was wrong and the ranks before it were too.
+    // Nodes one at a time, each where it adds most: the next rank at depth d is reached when the path got to
+    // depth d, the chain's token there was wrong and the ranks before it were too; where branches continue, the
+    // next node of a branch when the branch's last node was right and its continuation is (α).
     std::vector<int> alternatives(static_cast<size_t>(k), 0);
     std::vector<double> reach(static_cast<size_t>(k));
     for (int d = 0; d < k; ++d) reach[d] = std::pow(alpha, d) * (1.0 - alpha);
+    struct Branch {
+      int next_depth;  // 0-based depth of the branch's next node
+      double value;    // what that node adds
+    };
+    std::vector<Branch> branches;
     for (int extra = 1; k + extra <= max_nodes; ++extra) {
       int best_depth = -1;
+      int best_branch = -1;
       double best_value = 0.0;
       for (int d = 0; d < k; ++d) {
         if (alternatives[d] >= topk - 1) continue;
@@ -208,9 +223,27 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
           best_depth = d;
         }
       }
-      if (best_depth < 0) break;
-      reach[best_depth] *= 1.0 - ranks_.estimate(best_depth + 1, alternatives[best_depth] + 2);
-      ++alternatives[best_depth];
+      for (size_t b = 0; b < branches.size(); ++b) {
+        if (branches[b].value > best_value) {
+          best_value = branches[b].value;
+          best_branch = static_cast<int>(b);
+          best_depth = -1;
+        }
+      }
+      if (best_branch >= 0) {
+        Branch& branch = branches[static_cast<size_t>(best_branch)];
+        if (++branch.next_depth < k) {
+          branch.value *= alpha;
+        } else {
+          branches.erase(branches.begin() + best_branch);
+        }
+      } else if (best_depth >= 0) {
+        reach[best_depth] *= 1.0 - ranks_.estimate(best_depth + 1, alternatives[best_depth] + 2);
+        ++alternatives[best_depth];
+        if (branches_continue && best_depth + 1 < k) branches.push_back({best_depth + 1, best_value * alpha});
+      } else {
+        break;
+      }
       expected_tokens += best_value;
       gain = expected_tokens / round_cost(k, k + 1 + extra);
       if (gain > best_gain) {

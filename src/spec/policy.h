@@ -75,14 +75,15 @@ class RankAcceptance {
 };
 
 // A draft's shape: `length` tokens of a chain (0: decode plainly) and, for a tree, alternatives[d] candidates
-// beside the chain's token at depth d + 1. nodes: the tree's budget, chain included (0: a chain); with no
+// beside the chain's token at depth d + 1. nodes: the tree's budget, chain included (0: a chain), which may
+// exceed length + the alternatives by nodes below them (proposers whose branches continue); with no
 // alternatives listed, the proposer spends it its own way.
 struct DraftShape {
   int length = 0;
   int nodes = 0;
   std::vector<int> alternatives;
-  // At most max_length deep and max_nodes tokens in all (alternatives dropped deepest first); a shape left
-  // with no alternatives is a chain.
+  // At most max_length deep and max_nodes tokens in all (alternatives dropped deepest first, with what a
+  // shorter chain cuts off); a shape left with no alternatives is a chain.
   void fit(int max_length, int max_nodes);
 };
 
@@ -95,10 +96,12 @@ class DraftPolicy {
   int next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots);
   // The same for a slot that may draft a tree of up to max_nodes tokens with up to topk children per node: the
   // length, and the alternatives per depth that raise expected tokens per unit of cost, each depth taking ranks
-  // 2, 3, ... in turn by their marginal value α^(d-1) (1 - α) q(d, 2) ... (a leaf found there adds one token).
-  // Without adaptation: a tree of max(max_nodes, draft_max) tokens shaped by the proposer.
+  // 2, 3, ... in turn by their marginal value α^(d-1) (1 - α) q(d, 2) ... (an alternative found there adds one
+  // token); where branches continue, a node below an alternative is worth the alternative's value times α per
+  // level, and nodes counts them. Without adaptation: a tree of max(max_nodes, draft_max) tokens shaped by the
+  // proposer.
   DraftShape next_shape(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots, int max_nodes,
-                        int topk);
+                        int topk, bool branches_continue = false);
   // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
   void record(int drafted, int accepted);
   // The outcome of a tree: parents[i] is draft token i's parent (-1: the newest token), path the accepted

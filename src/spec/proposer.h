@@ -62,6 +62,11 @@ class Proposer {
   virtual Status on_target_forward(int slot, int64_t first_position, int64_t n_kept, int64_t n_as_run,
                                    const float* hidden) = 0;
 
+  // Whether a tree's alternatives may have children of their own (an n-gram trie follows an older occurrence
+  // on from where it parts from the first path; the oracle grows any node), or stay leaves beside the chain
+  // (MTP and a draft model hang their runners-up).
+  virtual bool branches_continue() const { return false; }
+
   // Bytes of state the proposer holds (a draft model's KV and recurrent state, records, copies).
   virtual size_t state_bytes() const = 0;
 };

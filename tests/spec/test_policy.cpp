@@ -281,6 +281,34 @@ TEST(DraftPolicy, TreeShapeIsTheBestOfAllShapes) {
   }
 }
 
+// Where a proposer's branches continue (n-gram tries, the oracle), a node below an alternative is worth the
+// alternative's value times α, so a cheap verify buys such nodes too: the budget exceeds the chain and the
+// alternatives. MTP's and a draft model's alternatives are leaves: the budget is exactly those.
+TEST(DraftPolicy, ContinuingBranchesBuyNodesBelowTheirAlternatives) {
+  const CostModel cost = linear_cost(0.010, 0.0002);
+  DraftPolicy policy(2, 2, true);
+  for (int i = 0; i < 200; ++i) {
+    policy.record(10, 4);  // α = 0.8
+    policy.record_tree(std::vector<int32_t>{-1, -1}, i % 5 != 0 ? std::vector<int32_t>{1} : std::vector<int32_t>{});
+  }
+  const auto listed = [](const DraftShape& shape) {
+    int total = shape.length;
+    for (int n : shape.alternatives) total += n;
+    return total;
+  };
+  const DraftShape leaves = policy.next_shape(cost, ProposerCost{}, 1, 5, 2, false);
+  EXPECT_EQ(leaves.length, 2);
+  EXPECT_EQ(leaves.alternatives, (std::vector<int>{1, 1}));
+  EXPECT_EQ(leaves.nodes, listed(leaves));
+  const DraftShape branches = policy.next_shape(cost, ProposerCost{}, 1, 5, 2, true);
+  EXPECT_EQ(branches.alternatives, (std::vector<int>{1, 1}));
+  EXPECT_EQ(branches.nodes, 5) << "the depth-1 alternative's own child";
+  DraftShape cut = branches;
+  cut.fit(1, 5);  // a one-token chain: the depth-2 alternative goes
+  EXPECT_EQ(cut.alternatives, (std::vector<int>{1}));
+  EXPECT_EQ(cut.nodes, 3);
+}
+
 TEST(DraftPolicy, TreesThatCannotPayFallBackToPlainDecoding) {
   const CostModel cost = linear_cost(0.004, 0.004);  // every token costs a step: nothing pays
   DraftPolicy policy(1, 8, true);
