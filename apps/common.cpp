@@ -65,7 +65,8 @@ void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::st
   cmd.add_option("--ngram-max", spec.ngram_max, "longest n-gram the ngram proposer matches")->capture_default_str();
   cmd.add_option("--draft-tree-nodes", spec.tree_nodes,
                  "tree drafts: verify up to N drafted tokens per round as a tree of alternatives, "
-                 "depth up to the draft length (0: chains)")
+                 "depth up to the draft length; the adaptive policy drafts alternatives only where their measured "
+                 "acceptance pays for their rows (0: chains)")
       ->capture_default_str();
   cmd.add_option("--draft-tree-topk", spec.tree_topk, "tree drafts: most alternatives after one token")
       ->capture_default_str();
