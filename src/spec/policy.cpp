@@ -215,11 +215,13 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
       int best_depth = -1;
       int best_branch = -1;
       double best_value = 0.0;
+      double best_q = 0.0;
       for (int d = 0; d < k; ++d) {
         if (alternatives[d] >= topk - 1) continue;
-        const double value = reach[d] * ranks_.estimate(d + 1, alternatives[d] + 2);
-        if (value > best_value) {
-          best_value = value;
+        const double q = ranks_.estimate(d + 1, alternatives[d] + 2);
+        if (reach[d] * q > best_value) {
+          best_value = reach[d] * q;
+          best_q = q;
           best_depth = d;
         }
       }
@@ -227,7 +229,6 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
         if (branches[b].value > best_value) {
           best_value = branches[b].value;
           best_branch = static_cast<int>(b);
-          best_depth = -1;
         }
       }
       if (best_branch >= 0) {
@@ -238,7 +239,7 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
           branches.erase(branches.begin() + best_branch);
         }
       } else if (best_depth >= 0) {
-        reach[best_depth] *= 1.0 - ranks_.estimate(best_depth + 1, alternatives[best_depth] + 2);
+        reach[best_depth] *= 1.0 - best_q;
         ++alternatives[best_depth];
         if (branches_continue && best_depth + 1 < k) branches.push_back({best_depth + 1, best_value * alpha});
       } else {
