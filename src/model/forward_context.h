@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gated_delta.h"
 #include "kernels/cpu/matmul.h"
 #include "model/batch.h"
 #include "state/model_state.h"
@@ -67,6 +68,8 @@ class ForwardContext {
   state::ModelState& state() { return *state_; }
   ThreadPool& pool() { return pool_; }
   kernels::cpu::MatmulScratch& matmul_scratch() { return matmul_scratch_; }
+  // The delta-rule calls a recurrent layer gathers from its runs to make in one pool round.
+  std::vector<kernels::cpu::GatedDeltaCall>& delta_calls() { return delta_calls_; }
   int64_t n_tokens() const { return batch_->size(); }
 
   // [n_tokens, n_embd] residual stream, and scratch rows of the widths the blocks ask for.
@@ -89,6 +92,7 @@ class ForwardContext {
   state::ModelState* state_ = nullptr;
   std::vector<SlotSpan> slot_spans_;
   std::vector<RecurrentRun> recurrent_runs_;
+  std::vector<kernels::cpu::GatedDeltaCall> delta_calls_;
   std::vector<int32_t> kv_rows_;
   std::vector<int32_t> run_parents_;           // per batch row, for the runs that are trees
   std::vector<kernels::cpu::KeyPaths> key_paths_;  // per slot span

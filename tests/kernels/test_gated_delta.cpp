@@ -459,6 +459,98 @@ TEST_P(GatedDeltaTest, TreeNodesEqualTheirPathsRunAlone) {
   }
 }
 
+// The calls of several slots in one round (gated_delta_rules): three states, one of them met by two adjacent
+// calls, as a slot whose plain tokens precede its transaction's in one forward: an in-place call folding two
+// log records, then a read-only tree whose corrections overwrite those very records. Another slot runs a
+// read-only chain after records ahead, a third an in-place call. Each state, output and correction equals
+// making the calls one after another, whatever the thread count; few heads per slot also cut rows.
+TEST_P(GatedDeltaTest, OneRoundOfSeveralSlotsEqualsTheirCallsOneByOne) {
+  const Isa isa = GetParam();
+  REWIND_SKIP_UNLESS_AVAILABLE(isa);
+  const auto apply_fn = isa == Isa::scalar ? kernels::cpu::detail::apply_record_rows_scalar
+                                           : kernels::cpu::detail::apply_record_rows_avx2;
+  const auto decay_fn = isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
+                                           : kernels::cpu::detail::gated_delta_decay_avx2;
+  const std::vector<int32_t> tree = {-1, 0, 1, 0, 3, 3};
+  for (const Case& c : {Case{2, 4, 32, 40, false, KeyHeadMapping::modulo, true},
+                        Case{1, 1, 64, 72, true, KeyHeadMapping::divide, true},
+                        Case{1, 2, 16, 24, false, KeyHeadMapping::divide, false}}) {
+    const int64_t n_tokens = static_cast<int64_t>(tree.size());
+    const Inputs slot_a = make_inputs(c, n_tokens, 41);
+    const Inputs slot_b = make_inputs(c, n_tokens, 42);
+    const Inputs slot_c = make_inputs(c, n_tokens, 43);
+    const GatedDeltaParams& p = slot_a.params;
+    const int64_t k_row = p.n_head_k * p.head_k_dim;
+    const int64_t v_row = p.n_head_v * p.head_v_dim;
+    const int64_t g_row = p.n_head_v * slot_a.n_decay();
+    // Per slot: records of its first two tokens as an in-place run wrote them (k, u, decay), the log.
+    struct Log {
+      std::vector<float> k, u, decay;
+    };
+    const auto make_log = [&](const Inputs& in) {
+      const Result run = run_all(isa, in);
+      Log log{in.k, run.u, std::vector<float>(in.g.size())};
+      decay_fn(in.g.data(), log.decay.data(), static_cast<int64_t>(in.g.size()));
+      return log;
+    };
+    // Everything the calls write, made afresh for each way of running them.
+    struct World {
+      std::vector<float> state_a, state_b, state_c;
+      Log log_b, log_c;
+      std::vector<float> out_a, out_b1, out_b2, out_c, u_c;
+    };
+    const auto make_world = [&] {
+      return World{slot_a.state, slot_b.state, slot_c.state, make_log(slot_b), make_log(slot_c),
+                   test::nan_filled(n_tokens * v_row), test::nan_filled(2 * v_row), test::nan_filled(n_tokens * v_row),
+                   test::nan_filled(n_tokens * v_row), test::nan_filled(n_tokens * v_row)};
+    };
+    const auto make_calls = [&](World& w) {
+      std::vector<kernels::cpu::GatedDeltaCall> calls(4);
+      calls[0] = {slot_c.q.data(), slot_c.k.data(), slot_c.v.data(), slot_c.g.data(), slot_c.beta.data(), n_tokens,
+                  w.state_c.data(), {}, w.out_c.data(), w.u_c.data()};
+      calls[0].io.ahead = {w.log_c.k.data(), w.log_c.u.data(), w.log_c.decay.data(), 2};
+      calls[0].io.read_only = true;
+      calls[1] = {slot_b.q.data(), slot_b.k.data(), slot_b.v.data(), slot_b.g.data(), slot_b.beta.data(), 2,
+                  w.state_b.data(), {}, w.out_b1.data(), nullptr};
+      calls[1].io.fold = {w.log_b.k.data(), w.log_b.u.data(), w.log_b.decay.data(), 2};
+      calls[2] = {slot_b.q.data() + 2 * k_row, slot_b.k.data() + 2 * k_row, slot_b.v.data() + 2 * v_row,
+                  slot_b.g.data() + 2 * g_row, slot_b.beta.data() + 2 * p.n_head_v, n_tokens - 2,
+                  w.state_b.data(), {}, w.out_b2.data(), w.log_b.u.data()};
+      calls[2].io.read_only = true;
+      calls[2].io.parents = tree.data();
+      calls[3] = {slot_a.q.data(), slot_a.k.data(), slot_a.v.data(), slot_a.g.data(), slot_a.beta.data(), n_tokens,
+                  w.state_a.data(), {}, w.out_a.data(), nullptr};
+      return calls;
+    };
+    World one_by_one = make_world();
+    for (const kernels::cpu::GatedDeltaCall& call : make_calls(one_by_one)) {
+      kernels::cpu::detail::gated_delta_rules_with(rows_fn(isa), apply_fn, {&call, 1}, p, nullptr);
+    }
+    for (int n_threads : {1, 2, 3}) {
+      ThreadPool pool(n_threads);
+      World together = make_world();
+      const std::vector<kernels::cpu::GatedDeltaCall> calls = make_calls(together);
+      kernels::cpu::detail::gated_delta_rules_with(rows_fn(isa), apply_fn, calls, p, &pool);
+      const std::string where = describe(c) + " threads=" + std::to_string(n_threads);
+      EXPECT_TRUE(test::same_bits(together.state_a, one_by_one.state_a)) << where;
+      EXPECT_TRUE(test::same_bits(together.state_b, one_by_one.state_b)) << where;
+      EXPECT_TRUE(test::same_bits(together.state_c, one_by_one.state_c)) << where;
+      EXPECT_TRUE(test::same_bits(together.out_a, one_by_one.out_a)) << where;
+      EXPECT_TRUE(test::same_bits(together.out_b1, one_by_one.out_b1)) << where;
+      EXPECT_TRUE(test::same_bits(together.out_b2, one_by_one.out_b2)) << where;
+      EXPECT_TRUE(test::same_bits(together.log_b.u, one_by_one.log_b.u)) << where << ": the tree's corrections";
+      EXPECT_TRUE(test::same_bits(together.out_c, one_by_one.out_c)) << where;
+      EXPECT_TRUE(test::same_bits(together.u_c, one_by_one.u_c)) << where;
+    }
+    // The fold read the records before the tree overwrote them: the plain tokens' state is the log's run.
+    std::vector<float> folded = slot_b.state;
+    std::vector<float> scratch = test::nan_filled(n_tokens * v_row);
+    run_tokens(isa, slot_b, 0, 2, folded.data(), scratch.data(), nullptr, nullptr);
+    run_tokens(isa, slot_b, 0, 2, folded.data(), scratch.data(), nullptr, nullptr);
+    EXPECT_TRUE(test::same_bits(one_by_one.state_b, folded)) << describe(c);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, GatedDeltaTest, ::testing::Values(Isa::scalar, Isa::avx2), test::isa_test_name);
 
 // The public functions take the path has_avx2_fma() selects, all three of them the same one, so records built
@@ -503,6 +595,17 @@ TEST(GatedDeltaDispatch, DecayIsElementwise) {
           << test::isa_name(isa) << " i=" << i;
     }
   }
+}
+
+TEST(GatedDeltaDeathTest, RefusesCallsOnOneStateThatAreNotAdjacent) {
+  const GatedDeltaParams params{1, 1, 8, 8, false, KeyHeadMapping::modulo, 1.0f, true};
+  std::vector<float> state_a(64, 0.5f);
+  std::vector<float> state_b(64, 0.5f);
+  std::vector<kernels::cpu::GatedDeltaCall> calls(3);
+  calls[0].state = state_a.data();
+  calls[1].state = state_b.data();
+  calls[2].state = state_a.data();
+  EXPECT_DEATH(kernels::cpu::gated_delta_rules(calls, params, nullptr), "calls 0 and 2 share a state");
 }
 
 TEST(GatedDeltaDeathTest, RejectsUnsupportedShapes) {

@@ -45,6 +45,13 @@ void gated_delta_rule_io(const float* q, const float* k, const float* v, const f
                                 {q, k, v, g, beta, n_tokens, state, out, u_out, params}, io, pool);
 }
 
+void gated_delta_rules(std::span<const GatedDeltaCall> calls, const GatedDeltaParams& params, ThreadPool* pool) {
+  const bool avx2 = has_avx2_fma();
+  detail::gated_delta_rules_with(avx2 ? detail::gated_delta_rows_avx2 : detail::gated_delta_rows_scalar,
+                                 avx2 ? detail::apply_record_rows_avx2 : detail::apply_record_rows_scalar, calls,
+                                 params, pool);
+}
+
 void gated_delta_decay(const float* g, float* decay, int64_t n) {
   if (has_avx2_fma()) {
     detail::gated_delta_decay_avx2(g, decay, n);
@@ -170,62 +177,98 @@ void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const i
 
 void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn, const GatedDeltaArgs& args,
                            const GatedDeltaStateIo& io, ThreadPool* pool) {
-  const GatedDeltaParams& params = args.params;
+  const GatedDeltaCall call{args.q, args.k, args.v, args.g, args.beta, args.n_tokens, args.state, io, args.out,
+                            args.u_out};
+  gated_delta_rules_with(rows_fn, apply_fn, {&call, 1}, args.params, pool);
+}
+
+void gated_delta_rules_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
+                            std::span<const GatedDeltaCall> calls, const GatedDeltaParams& params, ThreadPool* pool) {
   check_params(params);
-  REWIND_CHECK(args.n_tokens >= 0, "gated_delta: n_tokens={} is negative", args.n_tokens);
-  REWIND_CHECK(io.fold.n >= 0 && io.ahead.n >= 0, "gated_delta: negative record counts {} and {}", io.fold.n,
-               io.ahead.n);
-  REWIND_CHECK(io.read_only || io.ahead.n == 0, "gated_delta: records ahead of the state need read_only");
-  REWIND_CHECK(io.read_only || io.parents == nullptr, "gated_delta: a token tree needs read_only");
-  for (int64_t t = 0; io.parents != nullptr && t < args.n_tokens; ++t) {
-    REWIND_CHECK(io.parents[t] >= -1 && io.parents[t] < t, "gated_delta: token {} of a tree has parent {}", t,
-                 io.parents[t]);
+  // Calls on one state form a group; a work item is a (group, head, row range), its calls run in order.
+  thread_local std::vector<size_t> group_begin;
+  thread_local std::vector<std::vector<uint8_t>> flags;
+  group_begin.clear();
+  if (flags.size() < calls.size()) flags.resize(calls.size());
+  bool any_work = false;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const GatedDeltaCall& call = calls[c];
+    const GatedDeltaStateIo& io = call.io;
+    REWIND_CHECK(call.n_tokens >= 0, "gated_delta: call {}: n_tokens={} is negative", c, call.n_tokens);
+    REWIND_CHECK(io.fold.n >= 0 && io.ahead.n >= 0, "gated_delta: call {}: negative record counts {} and {}", c,
+                 io.fold.n, io.ahead.n);
+    REWIND_CHECK(io.read_only || io.ahead.n == 0, "gated_delta: call {}: records ahead of the state need read_only",
+                 c);
+    REWIND_CHECK(io.read_only || io.parents == nullptr, "gated_delta: call {}: a token tree needs read_only", c);
+    for (int64_t t = 0; io.parents != nullptr && t < call.n_tokens; ++t) {
+      REWIND_CHECK(io.parents[t] >= -1 && io.parents[t] < t, "gated_delta: call {}: token {} of a tree has parent {}",
+                   c, t, io.parents[t]);
+    }
+    REWIND_CHECK(!io.read_only || call.n_tokens == 0 || call.u_out != nullptr,
+                 "gated_delta: call {}: a read-only call must write its records (u_out)", c);
+    if (c == 0 || call.state != calls[c - 1].state) {
+      for (size_t earlier = 0; earlier < c; ++earlier) {
+        REWIND_CHECK(calls[earlier].state != call.state, "gated_delta: calls {} and {} share a state but are not adjacent",
+                     earlier, c);
+      }
+      group_begin.push_back(c);
+    }
+    flags[c] = io.parents != nullptr ? tree_flags(io.parents, call.n_tokens) : std::vector<uint8_t>{};
+    any_work = any_work || call.n_tokens > 0 || io.fold.n > 0;
   }
-  REWIND_CHECK(!io.read_only || args.n_tokens == 0 || args.u_out != nullptr,
-               "gated_delta: a read-only call must write its records (u_out)");
-  if (args.n_tokens == 0 && io.fold.n == 0) return;
+  if (!any_work) return;
+  group_begin.push_back(calls.size());
+  const auto n_groups = static_cast<int64_t>(group_begin.size()) - 1;
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  const std::vector<uint8_t> flags =
-      io.parents != nullptr ? tree_flags(io.parents, args.n_tokens) : std::vector<uint8_t>{};
   const int64_t dv = params.head_v_dim;
   const int64_t dk = params.head_k_dim;
   // Heads are the work items; with fewer than two heads per thread, heads are also cut into row ranges of at
   // least 32 rows (a multiple of 8, the AVX2 row group), so that decoding a few heads still uses every thread.
+  const int64_t n_heads = n_groups * params.n_head_v;
   int64_t n_row_blocks = 1;
-  if (params.n_head_v < 2 * n_threads) {
-    n_row_blocks = std::min((2 * n_threads + params.n_head_v - 1) / params.n_head_v, (dv + 31) / 32);
-  }
+  if (n_heads < 2 * n_threads) n_row_blocks = std::min((2 * n_threads + n_heads - 1) / n_heads, (dv + 31) / 32);
   const int64_t rows_per_block = ((dv + n_row_blocks - 1) / n_row_blocks + 7) / 8 * 8;
   n_row_blocks = (dv + rows_per_block - 1) / rows_per_block;
+  const int64_t items_per_group = params.n_head_v * n_row_blocks;
+  // The workers see these through references: by name, a thread_local is each thread's own.
+  const std::vector<size_t>& groups = group_begin;
+  const std::vector<std::vector<uint8_t>>& call_flags = flags;
   const auto run_items = [&](int64_t item_begin, int64_t item_end) {
     // The working copy of a read-only call: one row block per thread, reused, so it stays in cache.
     thread_local std::vector<float> copy;
     for (int64_t item = item_begin; item < item_end; ++item) {
-      const int64_t h = item / n_row_blocks;
+      const int64_t group = item / items_per_group;
+      const int64_t h = item % items_per_group / n_row_blocks;
       const int64_t row_begin = item % n_row_blocks * rows_per_block;
       const int64_t row_end = std::min(dv, row_begin + rows_per_block);
-      float* in_state = args.state + (h * dv + row_begin) * dk;
-      apply_records_to_rows(apply_fn, io.fold, params, h, row_begin, row_end, in_state);
-      if (args.n_tokens == 0) continue;
-      float* rows = in_state;
-      if (io.read_only) {
-        const size_t n_floats = static_cast<size_t>((row_end - row_begin) * dk);
-        if (copy.size() < n_floats) copy.resize(n_floats);
-        std::copy_n(in_state, n_floats, copy.data());
-        rows = copy.data();
-        apply_records_to_rows(apply_fn, io.ahead, params, h, row_begin, row_end, rows);
-      }
-      if (io.parents != nullptr) {
-        run_tree_rows(rows_fn, args, io.parents, flags.data(), h, row_begin, row_end, rows);
-      } else {
-        rows_fn(args, h, row_begin, row_end, rows);
+      for (size_t c = groups[group]; c < groups[group + 1]; ++c) {
+        const GatedDeltaCall& call = calls[c];
+        const GatedDeltaStateIo& io = call.io;
+        float* in_state = call.state + (h * dv + row_begin) * dk;
+        apply_records_to_rows(apply_fn, io.fold, params, h, row_begin, row_end, in_state);
+        if (call.n_tokens == 0) continue;
+        float* rows = in_state;
+        if (io.read_only) {
+          const size_t n_floats = static_cast<size_t>((row_end - row_begin) * dk);
+          if (copy.size() < n_floats) copy.resize(n_floats);
+          std::copy_n(in_state, n_floats, copy.data());
+          rows = copy.data();
+          apply_records_to_rows(apply_fn, io.ahead, params, h, row_begin, row_end, rows);
+        }
+        const GatedDeltaArgs args{call.q,     call.k,   call.v,   call.g,     call.beta, call.n_tokens,
+                                  call.state, call.out, call.u_out, params};
+        if (io.parents != nullptr) {
+          run_tree_rows(rows_fn, args, io.parents, call_flags[c].data(), h, row_begin, row_end, rows);
+        } else {
+          rows_fn(args, h, row_begin, row_end, rows);
+        }
       }
     }
   };
   if (n_threads == 1) {
-    run_items(0, params.n_head_v * n_row_blocks);
+    run_items(0, n_groups * items_per_group);
   } else {
-    pool->parallel_for(params.n_head_v * n_row_blocks, run_items);
+    pool->parallel_for(n_groups * items_per_group, run_items);
   }
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/ref/gated_delta.h"
 
@@ -78,6 +79,26 @@ struct GatedDeltaStateIo {
 void gated_delta_rule_io(const float* q, const float* k, const float* v, const float* g, const float* beta,
                          int64_t n_tokens, float* state, const GatedDeltaStateIo& io, float* out, float* u_out,
                          const GatedDeltaParams& params, ThreadPool* pool);
+
+// One gated_delta_rule_io() call as a member of a gated_delta_rules() round (the arrays as documented above).
+struct GatedDeltaCall {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+  int64_t n_tokens = 0;
+  float* state = nullptr;
+  GatedDeltaStateIo io;
+  float* out = nullptr;
+  float* u_out = nullptr;
+};
+
+// Several gated_delta_rule_io() calls of one layer (every slot of a step, DESIGN §5) in one pool round, so a
+// step pays one fork-join per layer instead of one per slot, and few heads per slot still fill the threads.
+// Calls on the same state must be adjacent; they run in their order on each (head, rows) slice, which is all
+// they share, so the result is bit-identical to making the calls one after another, whatever the thread count.
+void gated_delta_rules(std::span<const GatedDeltaCall> calls, const GatedDeltaParams& params, ThreadPool* pool);
 
 // Applies one token's record to one head's state: S = decay ∘ S + k uᵀ, with exactly the arithmetic the
 // forward uses. head_state: [head_v_dim, head_k_dim]; k: [head_k_dim]; u: [head_v_dim];

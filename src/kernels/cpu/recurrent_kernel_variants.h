@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/gated_delta.h"
 #include "kernels/cpu/gated_rms_norm.h"
@@ -68,11 +69,13 @@ void apply_record_rows_scalar(float* rows, int64_t n_rows, const float* k, const
 void apply_record_rows_avx2(float* rows, int64_t n_rows, const float* k, const float* u, const float* decay,
                             const GatedDeltaParams& params);
 
-// gated_delta_rule() / gated_delta_rule_io() with a chosen path; the public functions pass the one
-// has_avx2_fma() selects.
+// gated_delta_rule() / gated_delta_rule_io() / gated_delta_rules() with a chosen path; the public functions
+// pass the one has_avx2_fma() selects.
 void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, ThreadPool* pool);
 void gated_delta_rule_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn, const GatedDeltaArgs& args,
                            const GatedDeltaStateIo& io, ThreadPool* pool);
+void gated_delta_rules_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn,
+                            std::span<const GatedDeltaCall> calls, const GatedDeltaParams& params, ThreadPool* pool);
 
 void gated_delta_decay_scalar(const float* g, float* decay, int64_t n);
 void gated_delta_decay_avx2(const float* g, float* decay, int64_t n);

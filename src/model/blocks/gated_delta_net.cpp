@@ -83,11 +83,7 @@ void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const floa
   params.mapping = hp.ssm_key_head_mapping;
   params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   float* o = ctx.buffer(kBufferRecurrentOut, n_tokens * v_width);  // [n_tokens, n_head_v, head_dim]
-  for (const RecurrentRun& run : ctx.recurrent_runs()) {
-    const int64_t b = run.span.begin;
-    run_delta_rule(ctx, rl, run, q + b * qk_width, k + b * qk_width, v + b * v_width, g + b * n_head_v,
-                   beta + b * n_head_v, o + b * v_width, params);
-  }
+  run_delta_rules(ctx, rl, q, k, v, g, beta, o, params);
   kernels::cpu::gated_rms_norm(o, z, lw.ssm_norm.f32(), o, n_tokens * n_head_v, head_dim, hp.rms_eps,
                                kernels::cpu::GateActivation::silu);
   kernels::cpu::matmul(lw.ssm_out, o, n_tokens, out, ctx.matmul_scratch(), ctx.pool());

@@ -111,11 +111,7 @@ void kimi_delta_attention(const Model& model, ForwardContext& ctx, int il, const
   params.per_channel_decay = true;
   params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   float* o = ctx.buffer(kBufferRecurrentOut, n_tokens * width);
-  for (const RecurrentRun& run : ctx.recurrent_runs()) {
-    const int64_t b = run.span.begin;
-    run_delta_rule(ctx, rl, run, q + b * width, k + b * width, v + b * width, g + b * width, beta + b * n_head,
-                   o + b * width, params);
-  }
+  run_delta_rules(ctx, rl, q, k, v, g, beta, o, params);
 
   float* gate = ctx.buffer(kBufferGate, n_tokens * width);
   kernels::cpu::matmul(lw.ssm_g_b, gate_rank, n_tokens, gate, ctx.matmul_scratch(), ctx.pool());

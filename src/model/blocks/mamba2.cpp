@@ -135,11 +135,7 @@ void mamba2(const Model& model, ForwardContext& ctx, int il, const float* x, flo
   params.scale = 1.0f;
   params.subtract_prediction = false;
   float* y = ctx.buffer(kBufferRecurrentOut, n_tokens * d_inner);  // [n_tokens, n_head, head_dim]
-  for (const RecurrentRun& run : ctx.recurrent_runs()) {
-    const int64_t b = run.span.begin;
-    run_delta_rule(ctx, rl, run, q + b * bc_width, k + b * bc_width, v + b * d_inner, g + b * n_head,
-                   dt + b * n_head, y + b * d_inner, params);
-  }
+  run_delta_rules(ctx, rl, q, k, v, g, dt, y, params);
 
   // y + D x, gated by SiLU(z), then normed per group.
   const float* d = lw.ssm_d.f32();

@@ -90,45 +90,98 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
   }
 }
 
-void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* q, const float* k,
-                    const float* v, const float* g, const float* beta, float* out,
-                    const kernels::cpu::GatedDeltaParams& params) {
+namespace {
+
+// One run's rows of the layer's delta-rule inputs and outputs.
+struct DeltaRows {
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* g;
+  const float* beta;
+  float* out;
+  int64_t n;
+};
+
+DeltaRows delta_rows(const RecurrentRun& run, const float* q, const float* k, const float* v, const float* g,
+                     const float* beta, float* out, const kernels::cpu::GatedDeltaParams& p) {
+  const int64_t b = run.span.begin;
+  const int64_t k_row = p.n_head_k * p.head_k_dim;
+  const int64_t v_row = p.n_head_v * p.head_v_dim;
+  const int64_t g_row = p.n_head_v * (p.per_channel_decay ? p.head_k_dim : 1);
+  return {q + b * k_row, k + b * k_row,           v + b * v_row, g + b * g_row,
+          beta + b * p.n_head_v, out + b * v_row, run.span.end - b};
+}
+
+// In place and replay leave the checkpoint to the kernel alone, so their calls can share a round; the working
+// copy, snapshots and the checkpoint policy's backup copy whole states around the kernel.
+bool joins_round(const state::SpanState& io) {
+  return (io.mode == Mode::in_place || io.mode == Mode::replay) && !io.backup_first;
+}
+
+// Where the kernel writes a run's corrections: the log, or for the ring a per-forward scratch (at the run's
+// rows), since the ring's oldest entries (which the new ones may overwrite) are folded into the lagging
+// checkpoint only after.
+float* delta_u_out(ForwardContext& ctx, int rl, const RecurrentRun& run) {
+  state::ModelState& state = ctx.state();
+  const int64_t u_floats = state.recurrent().spec(rl).record_u_floats();
+  switch (run.state.records) {
+    case Records::none:
+      return nullptr;
+    case Records::log:
+      return state.records(rl, run.span.slot).u + first_log_record(run.state) * u_floats;
+    case Records::ring:
+      return ctx.buffer(kBufferRecordU, ctx.n_tokens() * u_floats) + run.span.begin * u_floats;
+  }
+  return nullptr;
+}
+
+// The kernel call of an in-place or replay run; its checkpoint backup, if any, is taken here.
+kernels::cpu::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const RecurrentRun& run, const DeltaRows& rows) {
+  state::ModelState& state = ctx.state();
+  const state::SpanState& io = run.state;
+  kernels::cpu::GatedDeltaCall call;
+  call.q = rows.q;
+  call.k = rows.k;
+  call.v = rows.v;
+  call.g = rows.g;
+  call.beta = rows.beta;
+  call.n_tokens = rows.n;
+  call.state = state.recurrent().ssm_state(rl, run.span.slot);
+  if (io.n_fold > 0 || io.mode == Mode::replay) {
+    const state::LayerRecords log = state.records(rl, run.span.slot);
+    // Both start the log: pending records are folded by the first forward after a commit, before it writes
+    // any (n_fold > 0 means n_ahead == 0), and each (head, rows) slice is folded before it is overwritten.
+    call.io.fold = {log.k, log.u, log.decay, io.n_fold};
+    call.io.ahead = {log.k, log.u, log.decay, io.n_ahead};
+  }
+  if (io.mode == Mode::replay) {
+    call.io.read_only = true;
+    call.io.parents = run.parents;
+  }
+  call.out = rows.out;
+  call.u_out = delta_u_out(ctx, rl, run);
+  return call;
+}
+
+// A working-copy, snapshot or checkpoint-backup run, one kernel call (a snapshot: one per token) of its own.
+void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run, const DeltaRows& rows,
+                          const kernels::cpu::GatedDeltaParams& params) {
   state::ModelState& state = ctx.state();
   const int slot = run.span.slot;
-  const int64_t n = run.span.end - run.span.begin;
   const state::SpanState& io = run.state;
   const state::RecurrentSpec& spec = state.recurrent().spec(rl);
-  const int64_t u_floats = spec.record_u_floats();
-  const int64_t decay_floats = spec.record_decay_floats();
   float* checkpoint = state.recurrent().ssm_state(rl, slot);
-  REWIND_CHECK(run.parents == nullptr || io.mode == Mode::replay || io.mode == Mode::snapshot,
-               "slot {}: a token tree under a mode that runs chains only", slot);
   if (io.backup_first) {
     std::copy_n(checkpoint, spec.ssm_floats(), state.backup(slot) + state.recurrent().ssm_offset(rl));
     state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), true);
   }
-  kernels::cpu::GatedDeltaStateIo kernel_io;
-  if (io.n_fold > 0 || io.mode == Mode::replay) {
-    const state::LayerRecords log = state.records(rl, slot);
-    // Both start the log: pending records are folded by the first forward after a commit, before it writes
-    // any (n_fold > 0 means n_ahead == 0), and each (head, rows) slice is folded before it is overwritten.
-    kernel_io.fold = {log.k, log.u, log.decay, io.n_fold};
-    kernel_io.ahead = {log.k, log.u, log.decay, io.n_ahead};
-  }
-  // Where the kernel writes the tokens' corrections: the log, or for the ring a per-forward scratch, since the
-  // ring's oldest entries (which the new ones may overwrite) are folded into the lagging checkpoint only after.
-  float* u_out = nullptr;
-  if (io.records == Records::log) u_out = state.records(rl, slot).u + first_log_record(io) * u_floats;
-  if (io.records == Records::ring) u_out = ctx.buffer(kBufferRecordU, n * u_floats);
+  float* u_out = delta_u_out(ctx, rl, run);
   switch (io.mode) {
     case Mode::in_place:
-      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, u_out, params, &ctx.pool());
-      break;
     case Mode::replay: {
-      kernel_io.read_only = true;
-      kernel_io.parents = run.parents;
-      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, checkpoint, kernel_io, out, u_out, params, &ctx.pool());
-      if (io.n_fold > 0) state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
+      const kernels::cpu::GatedDeltaCall call = delta_call(ctx, rl, run, rows);
+      kernels::cpu::gated_delta_rules({&call, 1}, params, &ctx.pool());
       break;
     }
     case Mode::working_copy: {
@@ -136,8 +189,9 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
       REWIND_CHECK(io.n_fold == 0 || io.copy_first, "slot {}: records to fold in the middle of a transaction", slot);
       if (io.copy_first) {
         if (io.n_fold > 0) {
+          const state::LayerRecords log = state.records(rl, slot);
           kernels::cpu::GatedDeltaStateIo fold_only;
-          fold_only.fold = kernel_io.fold;
+          fold_only.fold = {log.k, log.u, log.decay, io.n_fold};
           kernels::cpu::gated_delta_rule_io(nullptr, nullptr, nullptr, nullptr, nullptr, 0, checkpoint, fold_only,
                                             nullptr, nullptr, params, &ctx.pool());
           state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
@@ -145,25 +199,40 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
         std::copy_n(checkpoint, spec.ssm_floats(), copy);
         state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
       }
-      kernels::cpu::gated_delta_rule_io(q, k, v, g, beta, n, copy, {}, out, u_out, params, &ctx.pool());
+      kernels::cpu::gated_delta_rule_io(rows.q, rows.k, rows.v, rows.g, rows.beta, rows.n, copy, {}, rows.out,
+                                        u_out, params, &ctx.pool());
       break;
     }
     case Mode::snapshot: {
       const int64_t offset = state.recurrent().ssm_offset(rl);
-      const int64_t n_head_k = params.n_head_k;
-      const int64_t g_floats = params.n_head_v * (params.per_channel_decay ? params.head_k_dim : 1);  // per token
-      for (int64_t t = 0; t < n; ++t) {
-        const int64_t i = io.txn_index + t;
-        float* target = state.snapshot(slot, i) + offset;
+      const int64_t k_floats = params.n_head_k * params.head_k_dim;
+      const int64_t v_floats = params.n_head_v * params.head_v_dim;
+      const int64_t g_floats = params.n_head_v * (params.per_channel_decay ? params.head_k_dim : 1);
+      for (int64_t t = 0; t < rows.n; ++t) {
+        float* target = state.snapshot(slot, io.txn_index + t) + offset;
         std::copy_n(snapshot_source(state, run, t) + offset, spec.ssm_floats(), target);
-        kernels::cpu::gated_delta_rule(q + t * n_head_k * params.head_k_dim, k + t * n_head_k * params.head_k_dim,
-                                       v + t * params.n_head_v * params.head_v_dim, g + t * g_floats,
-                                       beta + t * params.n_head_v, 1, target, out + t * params.n_head_v * params.head_v_dim,
-                                       u_out != nullptr ? u_out + t * u_floats : nullptr, params, &ctx.pool());
+        kernels::cpu::gated_delta_rule(rows.q + t * k_floats, rows.k + t * k_floats, rows.v + t * v_floats,
+                                       rows.g + t * g_floats, rows.beta + t * params.n_head_v, 1, target,
+                                       rows.out + t * v_floats, u_out != nullptr ? u_out + t * v_floats : nullptr,
+                                       params, &ctx.pool());
       }
-      state.count_written(slot, static_cast<size_t>(n * spec.ssm_floats()) * sizeof(float), true);
+      state.count_written(slot, static_cast<size_t>(rows.n * spec.ssm_floats()) * sizeof(float), true);
       break;
     }
+  }
+}
+
+// What a run leaves after its kernel call: the fold's write, and its records (the log's k and decay beside the
+// corrections the kernel wrote; the ring's whole records).
+void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const DeltaRows& rows) {
+  state::ModelState& state = ctx.state();
+  const int slot = run.span.slot;
+  const state::SpanState& io = run.state;
+  const state::RecurrentSpec& spec = state.recurrent().spec(rl);
+  const int64_t decay_floats = spec.record_decay_floats();
+  const int64_t n = rows.n;
+  if (io.mode == Mode::replay && io.n_fold > 0) {
+    state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
   }
   switch (io.records) {
     case Records::none:
@@ -171,19 +240,51 @@ void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const 
     case Records::log: {
       const state::LayerRecords log = state.records(rl, slot);
       const int64_t at = first_log_record(io);
-      std::copy_n(k, n * spec.record_k_floats(), log.k + at * spec.record_k_floats());
-      kernels::cpu::gated_delta_decay(g, log.decay + at * decay_floats, n * decay_floats);
+      std::copy_n(rows.k, n * spec.record_k_floats(), log.k + at * spec.record_k_floats());
+      kernels::cpu::gated_delta_decay(rows.g, log.decay + at * decay_floats, n * decay_floats);
       state.count_written(
-          slot, static_cast<size_t>(n * (spec.record_k_floats() + u_floats + decay_floats)) * sizeof(float), false);
+          slot, static_cast<size_t>(n * (spec.record_k_floats() + spec.record_u_floats() + decay_floats)) * sizeof(float),
+          false);
       return;
     }
     case Records::ring: {
       float* decay = ctx.buffer(kBufferRecordDecay, n * decay_floats);
-      kernels::cpu::gated_delta_decay(g, decay, n * decay_floats);
-      state.push_delta_records(rl, slot, k, u_out, decay, n, &ctx.pool());
+      kernels::cpu::gated_delta_decay(rows.g, decay, n * decay_floats);
+      state.push_delta_records(rl, slot, rows.k, delta_u_out(ctx, rl, run), decay, n, &ctx.pool());
       return;
     }
   }
+}
+
+}  // namespace
+
+void run_delta_rules(ForwardContext& ctx, int rl, const float* q, const float* k, const float* v, const float* g,
+                     const float* beta, float* out, const kernels::cpu::GatedDeltaParams& params) {
+  const std::vector<RecurrentRun>& runs = ctx.recurrent_runs();
+  std::vector<kernels::cpu::GatedDeltaCall>& calls = ctx.delta_calls();
+  calls.clear();
+  const auto rows_of = [&](const RecurrentRun& run) { return delta_rows(run, q, k, v, g, beta, out, params); };
+  // Runs [first_gathered, end) have their calls in `calls`: one round, then each run's records in run order.
+  size_t first_gathered = 0;
+  const auto run_gathered = [&](size_t end) {
+    if (!calls.empty()) kernels::cpu::gated_delta_rules(calls, params, &ctx.pool());
+    for (size_t i = first_gathered; i < end; ++i) finish_delta_rule(ctx, rl, runs[i], rows_of(runs[i]));
+    calls.clear();
+  };
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RecurrentRun& run = runs[i];
+    REWIND_CHECK(run.parents == nullptr || run.state.mode == Mode::replay || run.state.mode == Mode::snapshot,
+                 "slot {}: a token tree under a mode that runs chains only", run.span.slot);
+    if (joins_round(run.state)) {
+      calls.push_back(delta_call(ctx, rl, run, rows_of(run)));
+      continue;
+    }
+    run_gathered(i);
+    run_delta_rule_alone(ctx, rl, run, rows_of(run), params);
+    finish_delta_rule(ctx, rl, run, rows_of(run));
+    first_gathered = i + 1;
+  }
+  run_gathered(runs.size());
 }
 
 }  // namespace rwd::model::blocks

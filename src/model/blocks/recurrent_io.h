@@ -17,9 +17,10 @@ namespace rwd::model::blocks {
 void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* x, int64_t n_channels,
               const float* weight, int64_t d_conv, const float* bias, float* out);
 
-// The gated delta rule of one run: q, k [n, n_head_k, dk]; v, out [n, n_head_v, dv]; g, beta [n, n_head_v].
-void run_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* q, const float* k,
-                    const float* v, const float* g, const float* beta, float* out,
-                    const kernels::cpu::GatedDeltaParams& params);
+// The gated delta rule of every run of the forward, in one pool round where the runs' modes allow (plain tokens
+// and replay: every slot of a decode step or a verify): q, k [n_tokens, n_head_k, dk]; v, out [n_tokens,
+// n_head_v, dv]; g [n_tokens, n_head_v] (or [.., dk] per channel), beta [n_tokens, n_head_v], for the whole batch.
+void run_delta_rules(ForwardContext& ctx, int rl, const float* q, const float* k, const float* v, const float* g,
+                     const float* beta, float* out, const kernels::cpu::GatedDeltaParams& params);
 
 }  // namespace rwd::model::blocks
