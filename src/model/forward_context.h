@@ -70,6 +70,8 @@ class ForwardContext {
   kernels::cpu::MatmulScratch& matmul_scratch() { return matmul_scratch_; }
   // The delta-rule calls a recurrent layer gathers from its runs to make in one pool round.
   std::vector<kernels::cpu::GatedDeltaCall>& delta_calls() { return delta_calls_; }
+  // The attention calls of a layer's slots, made in one pool round.
+  std::vector<kernels::cpu::AttentionCall>& attention_calls() { return attention_calls_; }
   int64_t n_tokens() const { return batch_->size(); }
 
   // [n_tokens, n_embd] residual stream, and scratch rows of the widths the blocks ask for.
@@ -93,6 +95,7 @@ class ForwardContext {
   std::vector<SlotSpan> slot_spans_;
   std::vector<RecurrentRun> recurrent_runs_;
   std::vector<kernels::cpu::GatedDeltaCall> delta_calls_;
+  std::vector<kernels::cpu::AttentionCall> attention_calls_;
   std::vector<int32_t> kv_rows_;
   std::vector<int32_t> run_parents_;           // per batch row, for the runs that are trees
   std::vector<kernels::cpu::KeyPaths> key_paths_;  // per slot span

@@ -255,6 +255,58 @@ TEST_P(AttentionTest, BatchAndThreadInvariant) {
   }
 }
 
+// Several sequences in one round (every slot of a step): decode tokens, a verify batch, a sequence whose keys
+// are a tree's paths and an empty one, with different KV lengths; each output equals its sequence's attention
+// alone, bit for bit, with 1 to 4 threads (which also changes how query heads are grouped).
+TEST_P(AttentionTest, SequencesInOneRoundEqualEachAlone) {
+  const Isa isa = GetParam();
+  REWIND_SKIP_UNLESS_AVAILABLE(isa);
+  test::Random random(131);
+  const auto group = isa == Isa::scalar ? kernels::cpu::detail::attention_group_scalar
+                                        : kernels::cpu::detail::attention_group_avx2;
+  const AttentionParams params{.n_head = 8, .n_head_kv = 2, .head_dim = 64, .scale = 0.125f};
+  const size_t row_bytes = static_cast<size_t>(params.n_head_kv * params.head_dim) * sizeof(float);
+  const std::vector<Inputs> sequences = {make_inputs(random, params, 40, {39}),
+                                         make_inputs(random, params, 300, trailing_positions(5, 300)),
+                                         make_inputs(random, params, 12, {}),
+                                         make_inputs(random, params, 70, {66, 67, 67, 68}),
+                                         make_inputs(random, params, 9, {8})};
+  // The tree of sequence 3: nodes at rows 66.. (siblings at position 67), its keys from 66 on by path.
+  const std::vector<int32_t> path_rows = {66, -1, -1, 66, 67, -1, 66, 68, -1, 66, 67, 69};
+  const kernels::cpu::KeyPaths paths{66, path_rows.data(), 3};
+  const auto call_of = [&](size_t i, float* out) {
+    const Inputs& in = sequences[i];
+    return kernels::cpu::AttentionCall{in.q.data(),
+                                       in.positions.data(),
+                                       static_cast<int64_t>(in.positions.size()),
+                                       {in.k.data(), tensor::DType::f32, row_bytes},
+                                       {in.v.data(), tensor::DType::f32, row_bytes},
+                                       static_cast<int64_t>(in.k.size()) / (params.n_head_kv * params.head_dim),
+                                       out,
+                                       i == 3 ? &paths : nullptr};
+  };
+  const int64_t q_row = params.n_head * params.head_dim;
+  std::vector<std::vector<float>> alone;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    alone.push_back(test::nan_filled(static_cast<int64_t>(sequences[i].positions.size()) * q_row));
+    const kernels::cpu::AttentionCall call = call_of(i, alone.back().data());
+    kernels::cpu::detail::attention_sequences_with(group, {&call, 1}, params, nullptr);
+  }
+  for (int n_threads : {1, 2, 3, 4}) {
+    ThreadPool pool(n_threads);
+    std::vector<std::vector<float>> together;
+    std::vector<kernels::cpu::AttentionCall> calls;
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      together.push_back(test::nan_filled(static_cast<int64_t>(sequences[i].positions.size()) * q_row));
+    }
+    for (size_t i = 0; i < sequences.size(); ++i) calls.push_back(call_of(i, together[i].data()));
+    kernels::cpu::detail::attention_sequences_with(group, calls, params, &pool);
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      EXPECT_TRUE(test::same_bits(together[i], alone[i])) << "sequence " << i << " threads " << n_threads;
+    }
+  }
+}
+
 // A token tree's keys (tree speculation): nodes at KV rows first + index, siblings sharing a position. Each
 // node's output equals, bit for bit, that of the same query over rows laid out along its path (its ancestors'
 // rows moved to their positions), with windows that start before, inside and after the tree's first position,

@@ -27,6 +27,11 @@ void attention(const float* q, const int32_t* positions, int64_t n_tokens, const
                          positions, n_tokens, k, v, n_kv, out, params, pool);
 }
 
+void attention_sequences(std::span<const AttentionCall> calls, const AttentionParams& params, ThreadPool* pool) {
+  detail::attention_sequences_with(has_avx2_fma() ? detail::attention_group_avx2 : detail::attention_group_scalar,
+                                   calls, params, pool);
+}
+
 bool is_kv_type(tensor::DType type) {
   return type == tensor::DType::f32 || type == tensor::DType::f16 || type == tensor::DType::q8_0;
 }
@@ -56,52 +61,85 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
 void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
                     const KvRows& k, const KvRows& v, int64_t n_kv, float* out, const AttentionParams& params,
                     ThreadPool* pool, const KeyPaths* paths) {
-  REWIND_CHECK(is_kv_type(k.type) && is_kv_type(v.type), "KV rows of type {}/{}: attention reads f32, f16, q8_0",
-               tensor::dtype_name(k.type), tensor::dtype_name(v.type));
+  const AttentionCall call{q, positions, n_tokens, k, v, n_kv, out, paths};
+  attention_sequences_with(group_fn, {&call, 1}, params, pool);
+}
+
+namespace {
+
+void check_call(const AttentionCall& call, const AttentionParams& params) {
+  REWIND_CHECK(is_kv_type(call.k.type) && is_kv_type(call.v.type), "KV rows of type {}/{}: attention reads f32, f16, q8_0",
+               tensor::dtype_name(call.k.type), tensor::dtype_name(call.v.type));
+  for (int64_t t = 0; t < call.n_tokens; ++t) {
+    REWIND_CHECK(call.positions[t] >= 0 && call.positions[t] < call.n_kv,
+                 "token {} has position {}, outside the {} KV rows", t, call.positions[t], call.n_kv);
+    const KeyPaths* paths = call.paths;
+    if (paths == nullptr || call.positions[t] < paths->mapped_from) continue;
+    for (int64_t d = 0; d <= call.positions[t] - paths->mapped_from; ++d) {
+      const int32_t row = paths->rows[t * paths->stride + d];
+      REWIND_CHECK(row >= 0 && row < call.n_kv, "token {}: key {} of its path is row {}, outside the {} KV rows", t, d,
+                   row, call.n_kv);
+    }
+  }
+  // Bytes of one head's values in each row: the rows of a head are whole blocks of its type.
+  REWIND_CHECK(call.k.row_bytes >= tensor::row_bytes(call.k.type, params.head_dim) * params.n_head_kv &&
+                   call.v.row_bytes >= tensor::row_bytes(call.v.type, params.head_dim) * params.n_head_kv,
+               "KV rows of {}/{} bytes hold fewer than {} heads of {} values", call.k.row_bytes, call.v.row_bytes,
+               params.n_head_kv, params.head_dim);
+}
+
+}  // namespace
+
+void attention_sequences_with(AttentionGroupFn group_fn, std::span<const AttentionCall> calls,
+                              const AttentionParams& params, ThreadPool* pool) {
   REWIND_CHECK(params.n_head_kv > 0 && params.n_head % params.n_head_kv == 0,
                "n_head {} is not a multiple of n_head_kv {}", params.n_head, params.n_head_kv);
   REWIND_CHECK(params.head_dim > 0 && params.head_dim <= kAttentionMaxHeadDim, "head_dim {} outside [1, {}]",
                params.head_dim, kAttentionMaxHeadDim);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    REWIND_CHECK(positions[t] >= 0 && positions[t] < n_kv, "token {} has position {}, outside the {} KV rows", t,
-                 positions[t], n_kv);
-    if (paths == nullptr || positions[t] < paths->mapped_from) continue;
-    for (int64_t d = 0; d <= positions[t] - paths->mapped_from; ++d) {
-      const int32_t row = paths->rows[t * paths->stride + d];
-      REWIND_CHECK(row >= 0 && row < n_kv, "token {}: key {} of its path is row {}, outside the {} KV rows", t, d,
-                   row, n_kv);
-    }
+  int64_t n_tokens_total = 0;
+  for (const AttentionCall& call : calls) {
+    check_call(call, params);
+    n_tokens_total += call.n_tokens;
   }
+  if (n_tokens_total == 0) return;
   const int64_t head_dim = params.head_dim;
   const int64_t n_group = params.n_head / params.n_head_kv;
-  // Bytes of one head's values in each row: the rows of a head are whole blocks of its type.
-  const size_t k_head_bytes = tensor::row_bytes(k.type, head_dim);
-  const size_t v_head_bytes = tensor::row_bytes(v.type, head_dim);
-  REWIND_CHECK(k.row_bytes >= k_head_bytes * params.n_head_kv && v.row_bytes >= v_head_bytes * params.n_head_kv,
-               "KV rows of {}/{} bytes hold fewer than {} heads of {} values", k.row_bytes, v.row_bytes,
-               params.n_head_kv, head_dim);
   const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
   // Each KV head's query heads are split into n_split contiguous sub-groups of at most kAttentionMaxGroup:
   // as few as possible, so K/V blocks are shared by many heads, but enough for every thread to have work in
   // decode. Only speed depends on this: each head's arithmetic is the same in any sub-group.
   const int64_t n_split_min = (n_group + kAttentionMaxGroup - 1) / kAttentionMaxGroup;
-  const int64_t n_split_busy = (n_threads + n_tokens * params.n_head_kv - 1) / (n_tokens * params.n_head_kv);
+  const int64_t n_split_busy = (n_threads + n_tokens_total * params.n_head_kv - 1) / (n_tokens_total * params.n_head_kv);
   const int64_t n_split = std::min(n_group, std::max(n_split_min, n_split_busy));
-  // Items run KV-head-major, tokens innermost: a thread's contiguous range covers whole sub-groups over all
-  // tokens, which balances the causal triangle in prefill and keeps one KV head's rows in that thread's cache.
+  // Items run sequence by sequence, then KV-head-major, tokens innermost: a thread's contiguous range covers
+  // whole sub-groups over all tokens, which balances the causal triangle in prefill and keeps one KV head's
+  // rows in that thread's cache.
+  thread_local std::vector<int64_t> first_item;  // per call, and the total at the end
+  first_item.resize(calls.size() + 1);
+  first_item[0] = 0;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    first_item[c + 1] = first_item[c] + params.n_head_kv * n_split * calls[c].n_tokens;
+  }
+  const std::vector<int64_t>& call_items = first_item;  // the workers' view: by name a thread_local is their own
   auto run_items = [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
+    size_t c = static_cast<size_t>(std::upper_bound(call_items.begin(), call_items.end(), begin) - call_items.begin()) - 1;
+    for (int64_t item_in_all = begin; item_in_all < end; ++item_in_all) {
+      while (item_in_all >= call_items[c + 1]) ++c;
+      const AttentionCall& call = calls[c];
+      const int64_t item = item_in_all - call_items[c];
+      const int64_t n_tokens = call.n_tokens;
       const int64_t t = item % n_tokens;
       const int64_t split = (item / n_tokens) % n_split;
       const int64_t kv_head = item / (n_tokens * n_split);
       const int64_t h_begin = kv_head * n_group + n_group * split / n_split;
       const int64_t h_end = kv_head * n_group + n_group * (split + 1) / n_split;
-      const int64_t pos = positions[t];
+      const int64_t pos = call.positions[t];
       const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
       const int64_t row_offset = (t * params.n_head + h_begin) * head_dim;
-      const auto slice = [&](const KvRows& rows, size_t head_bytes) {
+      const KeyPaths* paths = call.paths;
+      const auto slice = [&](const KvRows& rows) {
         KvSlice result{static_cast<const uint8_t*>(rows.data) + static_cast<size_t>(first) * rows.row_bytes +
-                           static_cast<size_t>(kv_head) * head_bytes,
+                           static_cast<size_t>(kv_head) * tensor::row_bytes(rows.type, head_dim),
                        rows.type, rows.row_bytes};
         if (paths != nullptr && pos >= paths->mapped_from) {
           result.n_direct = std::max<int64_t>(0, paths->mapped_from - first);
@@ -110,18 +148,18 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
         }
         return result;
       };
-      group_fn(AttentionGroup{.q = q + row_offset,
+      group_fn(AttentionGroup{.q = call.q + row_offset,
                               .n_queries = h_end - h_begin,
-                              .k = slice(k, k_head_bytes),
-                              .v = slice(v, v_head_bytes),
+                              .k = slice(call.k),
+                              .v = slice(call.v),
                               .n_keys = pos - first + 1,
                               .head_dim = head_dim,
                               .scale = params.scale,
                               .softcap = params.softcap,
-                              .out = out + row_offset});
+                              .out = call.out + row_offset});
     }
   };
-  const int64_t n_items = params.n_head_kv * n_split * n_tokens;
+  const int64_t n_items = first_item.back();
   if (n_threads > 1 && n_items > 1) {
     pool->parallel_for(n_items, run_items);
   } else {

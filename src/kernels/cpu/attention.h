@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kernels/ref/attention.h"
 #include "tensor/dtype.h"
@@ -53,5 +54,21 @@ void attention(const float* q, const int32_t* positions, int64_t n_tokens, const
                int64_t n_kv, float* out, const AttentionParams& params, ThreadPool* pool);
 // The types attention reads K and V rows in: f32, f16, q8_0.
 bool is_kv_type(tensor::DType type);
+
+// One sequence's attention() (the arguments as above) as a member of an attention_sequences() round.
+struct AttentionCall {
+  const float* q = nullptr;
+  const int32_t* positions = nullptr;
+  int64_t n_tokens = 0;
+  KvRows k;
+  KvRows v;
+  int64_t n_kv = 0;
+  float* out = nullptr;
+  const KeyPaths* paths = nullptr;
+};
+
+// The attention of several sequences (every slot of a step at one layer) in one pool round; each (token, head)
+// pair's bits are those of attention() on its own sequence.
+void attention_sequences(std::span<const AttentionCall> calls, const AttentionParams& params, ThreadPool* pool);
 
 }  // namespace rwd::kernels::cpu

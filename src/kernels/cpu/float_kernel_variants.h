@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -87,5 +88,7 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
 void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* positions, int64_t n_tokens,
                     const float* k, const float* v, int64_t n_kv, float* out, const AttentionParams& params,
                     ThreadPool* pool);
+void attention_sequences_with(AttentionGroupFn group_fn, std::span<const AttentionCall> calls,
+                              const AttentionParams& params, ThreadPool* pool);
 
 }  // namespace rwd::kernels::cpu::detail

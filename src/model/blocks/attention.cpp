@@ -1,6 +1,7 @@
 #include "model/blocks/attention.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
@@ -26,17 +27,20 @@ void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float
   const int64_t q_width = params.n_head * params.head_dim;
   const int64_t kv_width = params.n_head_kv * params.head_dim;
   state::KvCache& kv = ctx.kv();
+  std::vector<kernels::cpu::AttentionCall>& calls = ctx.attention_calls();
+  calls.clear();
   for (size_t si = 0; si < ctx.slot_spans().size(); ++si) {
     const SlotSpan& span = ctx.slot_spans()[si];
     for (int64_t t = span.begin; t < span.end; ++t) {
       kv.write_k(kv_layer, span.slot, ctx.kv_row(t), k + t * kv_width);
       kv.write_v(kv_layer, span.slot, ctx.kv_row(t), v + t * kv_width);
     }
-    const int64_t n_kv = ctx.kv_row(span.end - 1) + 1;
-    kernels::cpu::attention(q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
-                            kv.k_rows(kv_layer, span.slot), kv.v_rows(kv_layer, span.slot), n_kv,
-                            mixed + span.begin * q_width, params, &ctx.pool(), ctx.key_paths(static_cast<int64_t>(si)));
+    calls.push_back({q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
+                     kv.k_rows(kv_layer, span.slot), kv.v_rows(kv_layer, span.slot), ctx.kv_row(span.end - 1) + 1,
+                     mixed + span.begin * q_width, ctx.key_paths(static_cast<int64_t>(si))});
   }
+  // Every slot's tokens in one pool round.
+  kernels::cpu::attention_sequences(calls, params, &ctx.pool());
 }
 
 void attention(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {

@@ -13,7 +13,8 @@ namespace rwd::model::blocks {
 void attention(const Model& model, ForwardContext& ctx, int il, const float* x, float* out);
 
 // Writes each token's k and v rows ([n_tokens, n_head_kv, head_dim]) at its position in its slot's KV rows of
-// kv_layer, then attends every slot's queries ([n_tokens, n_head, head_dim]) over that slot's rows into mixed.
+// kv_layer, then attends every slot's queries ([n_tokens, n_head, head_dim]) over that slot's rows into mixed,
+// all slots in one pool round.
 void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float* k, const float* v, float* mixed,
                   const kernels::cpu::AttentionParams& params);
 

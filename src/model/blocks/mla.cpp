@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
@@ -109,17 +110,19 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   // Attending with the rows as values too: each head's first kv_lora outputs are the attended latent.
   float* attended = ctx.buffer(kBufferAttnOut, n_tokens * n_head * row_width);
   state::KvCache& kv = ctx.kv();
+  std::vector<kernels::cpu::AttentionCall>& calls = ctx.attention_calls();
+  calls.clear();
   for (size_t si = 0; si < ctx.slot_spans().size(); ++si) {
     const SlotSpan& span = ctx.slot_spans()[si];
     for (int64_t t = span.begin; t < span.end; ++t) {
       kv.write_k(kv_layer, span.slot, ctx.kv_row(t), latent + t * row_width);
     }
     const kernels::cpu::KvRows rows = kv.k_rows(kv_layer, span.slot);
-    kernels::cpu::attention(q_latent + span.begin * n_head * row_width, batch.positions.data() + span.begin,
-                            span.end - span.begin, rows, rows, ctx.kv_row(span.end - 1) + 1,
-                            attended + span.begin * n_head * row_width, params, &ctx.pool(),
-                            ctx.key_paths(static_cast<int64_t>(si)));
+    calls.push_back({q_latent + span.begin * n_head * row_width, batch.positions.data() + span.begin,
+                     span.end - span.begin, rows, rows, ctx.kv_row(span.end - 1) + 1,
+                     attended + span.begin * n_head * row_width, ctx.key_paths(static_cast<int64_t>(si))});
   }
+  kernels::cpu::attention_sequences(calls, params, &ctx.pool());
 
   float* values = ctx.buffer(kBufferRecurrentOut, n_tokens * n_head * v_width);  // [n_tokens, n_head, v_width]
   for (int64_t h = 0; h < n_head; ++h) {
