@@ -90,6 +90,17 @@ kernels::cpu::detail::GatedDeltaRowsFn rows_fn(Isa isa) {
   return isa == Isa::scalar ? kernels::cpu::detail::gated_delta_rows_scalar : kernels::cpu::detail::gated_delta_rows_avx2;
 }
 
+kernels::cpu::detail::ApplyRecordRowsFn apply_rows_fn(Isa isa) {
+  return isa == Isa::scalar ? kernels::cpu::detail::apply_record_rows_scalar
+                            : kernels::cpu::detail::apply_record_rows_avx2;
+}
+
+using DecayFn = void (*)(const float* g, float* decay, int64_t n);
+DecayFn decay_path(Isa isa) {
+  return isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
+                            : kernels::cpu::detail::gated_delta_decay_avx2;
+}
+
 // Runs tokens [t_begin, t_end) of the inputs over state; out and u_out hold rows for those tokens only.
 void run_tokens(Isa isa, const Inputs& in, int64_t t_begin, int64_t t_end, float* state, float* out, float* u_out,
                 ThreadPool* pool) {
@@ -308,10 +319,8 @@ TEST_P(GatedDeltaTest, ThreadCountDoesNotChangeResults) {
 TEST_P(GatedDeltaTest, FoldAndAheadRecordsReproduceTheInPlaceRun) {
   const Isa isa = GetParam();
   REWIND_SKIP_UNLESS_AVAILABLE(isa);
-  const auto apply_fn = isa == Isa::scalar ? kernels::cpu::detail::apply_record_rows_scalar
-                                           : kernels::cpu::detail::apply_record_rows_avx2;
-  const auto decay_fn = isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
-                                           : kernels::cpu::detail::gated_delta_decay_avx2;
+  const auto apply_fn = apply_rows_fn(isa);
+  const auto decay_fn = decay_path(isa);
   for (const Case& c :
        {Case{2, 4, 32, 32, false, KeyHeadMapping::modulo, true}, Case{1, 2, 16, 24, false, KeyHeadMapping::divide, false},
         Case{2, 4, 48, 48, true, KeyHeadMapping::divide, true},
@@ -399,8 +408,7 @@ TEST_P(GatedDeltaTest, FoldAndAheadRecordsReproduceTheInPlaceRun) {
 TEST_P(GatedDeltaTest, TreeNodesEqualTheirPathsRunAlone) {
   const Isa isa = GetParam();
   REWIND_SKIP_UNLESS_AVAILABLE(isa);
-  const auto apply_fn = isa == Isa::scalar ? kernels::cpu::detail::apply_record_rows_scalar
-                                           : kernels::cpu::detail::apply_record_rows_avx2;
+  const auto apply_fn = apply_rows_fn(isa);
   const std::vector<std::vector<int32_t>> trees = {
       {-1, 0, 1, 2, 1, 4, 5, 0, 7, 7},  // depth-first: 0-1-2-3, 1-4-5-6, 0-7-8, 7-9
       {-1, 0, 0, 0, 3, 4, 5, 6, 6, 0},
@@ -420,9 +428,7 @@ TEST_P(GatedDeltaTest, TreeNodesEqualTheirPathsRunAlone) {
       std::vector<float> ahead_out = test::nan_filled(in.v_row(n_ahead, 0));
       run_tokens(isa, in, 0, n_ahead, ahead_state.data(), ahead_out.data(), ahead_u.data(), nullptr);
       std::vector<float> ahead_decay(static_cast<size_t>(n_ahead * p.n_head_v * in.n_decay()));
-      (isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
-                          : kernels::cpu::detail::gated_delta_decay_avx2)(in.g.data(), ahead_decay.data(),
-                                                                          static_cast<int64_t>(ahead_decay.size()));
+      decay_path(isa)(in.g.data(), ahead_decay.data(), static_cast<int64_t>(ahead_decay.size()));
       for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
         std::vector<float> state = in.state;
         std::vector<float> out = test::nan_filled(n * p.n_head_v * p.head_v_dim);
@@ -467,10 +473,8 @@ TEST_P(GatedDeltaTest, TreeNodesEqualTheirPathsRunAlone) {
 TEST_P(GatedDeltaTest, OneRoundOfSeveralSlotsEqualsTheirCallsOneByOne) {
   const Isa isa = GetParam();
   REWIND_SKIP_UNLESS_AVAILABLE(isa);
-  const auto apply_fn = isa == Isa::scalar ? kernels::cpu::detail::apply_record_rows_scalar
-                                           : kernels::cpu::detail::apply_record_rows_avx2;
-  const auto decay_fn = isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar
-                                           : kernels::cpu::detail::gated_delta_decay_avx2;
+  const auto apply_fn = apply_rows_fn(isa);
+  const auto decay_fn = decay_path(isa);
   const std::vector<int32_t> tree = {-1, 0, 1, 0, 3, 3};
   for (const Case& c : {Case{2, 4, 32, 40, false, KeyHeadMapping::modulo, true},
                         Case{1, 1, 64, 72, true, KeyHeadMapping::divide, true},
@@ -583,8 +587,7 @@ TEST(GatedDeltaDispatch, DecayIsElementwise) {
   const std::vector<float> g = random.floats(37, -30.0f, 0.0f);
   for (Isa isa : {Isa::scalar, Isa::avx2}) {
     if (isa == Isa::avx2 && !kernels::cpu::has_avx2_fma()) continue;
-    const auto decay_fn =
-        isa == Isa::scalar ? kernels::cpu::detail::gated_delta_decay_scalar : kernels::cpu::detail::gated_delta_decay_avx2;
+    const DecayFn decay_fn = decay_path(isa);
     std::vector<float> all = test::nan_filled(37);
     decay_fn(g.data(), all.data(), 37);
     for (int64_t i = 0; i < 37; ++i) {
