@@ -109,8 +109,8 @@ DeltaRows delta_rows(const RecurrentRun& run, const float* q, const float* k, co
   const int64_t k_row = p.n_head_k * p.head_k_dim;
   const int64_t v_row = p.n_head_v * p.head_v_dim;
   const int64_t g_row = p.n_head_v * (p.per_channel_decay ? p.head_k_dim : 1);
-  return {q + b * k_row, k + b * k_row,           v + b * v_row, g + b * g_row,
-          beta + b * p.n_head_v, out + b * v_row, run.span.end - b};
+  return {q + b * k_row, k + b * k_row, v + b * v_row, g + b * g_row, beta + b * p.n_head_v, out + b * v_row,
+          run.span.end - b};
 }
 
 // In place and replay leave the checkpoint to the kernel alone, so their calls can share a round; the working
@@ -136,7 +136,7 @@ float* delta_u_out(ForwardContext& ctx, int rl, const RecurrentRun& run) {
   return nullptr;
 }
 
-// The kernel call of an in-place or replay run; its checkpoint backup, if any, is taken here.
+// The kernel call of an in-place or replay run: its tokens, its slot's checkpoint and the log's records.
 kernels::cpu::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const RecurrentRun& run, const DeltaRows& rows) {
   state::ModelState& state = ctx.state();
   const state::SpanState& io = run.state;
