@@ -92,25 +92,23 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
 
 namespace {
 
-// One run's rows of the layer's delta-rule inputs and outputs.
-struct DeltaRows {
-  const float* q;
-  const float* k;
-  const float* v;
-  const float* g;
-  const float* beta;
-  float* out;
-  int64_t n;
-};
-
-DeltaRows delta_rows(const RecurrentRun& run, const float* q, const float* k, const float* v, const float* g,
-                     const float* beta, float* out, const kernels::cpu::GatedDeltaParams& p) {
+// A run's kernel call with its rows of the layer's delta-rule inputs and outputs (no state yet).
+kernels::cpu::GatedDeltaCall run_rows(const RecurrentRun& run, const float* q, const float* k, const float* v,
+                                      const float* g, const float* beta, float* out,
+                                      const kernels::cpu::GatedDeltaParams& p) {
   const int64_t b = run.span.begin;
   const int64_t k_row = p.n_head_k * p.head_k_dim;
   const int64_t v_row = p.n_head_v * p.head_v_dim;
   const int64_t g_row = p.n_head_v * (p.per_channel_decay ? p.head_k_dim : 1);
-  return {q + b * k_row, k + b * k_row, v + b * v_row, g + b * g_row, beta + b * p.n_head_v, out + b * v_row,
-          run.span.end - b};
+  kernels::cpu::GatedDeltaCall rows;
+  rows.q = q + b * k_row;
+  rows.k = k + b * k_row;
+  rows.v = v + b * v_row;
+  rows.g = g + b * g_row;
+  rows.beta = beta + b * p.n_head_v;
+  rows.n_tokens = run.span.end - b;
+  rows.out = out + b * v_row;
+  return rows;
 }
 
 // In place and replay leave the checkpoint to the kernel alone, so their calls can share a round; the working
@@ -136,17 +134,11 @@ float* delta_u_out(ForwardContext& ctx, int rl, const RecurrentRun& run) {
   return nullptr;
 }
 
-// The kernel call of an in-place or replay run: its tokens, its slot's checkpoint and the log's records.
-kernels::cpu::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const RecurrentRun& run, const DeltaRows& rows) {
+// The kernel call of an in-place or replay run: its rows, its slot's checkpoint and the log's records.
+kernels::cpu::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const RecurrentRun& run,
+                                        kernels::cpu::GatedDeltaCall call) {
   state::ModelState& state = ctx.state();
   const state::SpanState& io = run.state;
-  kernels::cpu::GatedDeltaCall call;
-  call.q = rows.q;
-  call.k = rows.k;
-  call.v = rows.v;
-  call.g = rows.g;
-  call.beta = rows.beta;
-  call.n_tokens = rows.n;
   call.state = state.recurrent().ssm_state(rl, run.span.slot);
   if (io.n_fold > 0 || io.mode == Mode::replay) {
     const state::LayerRecords log = state.records(rl, run.span.slot);
@@ -159,14 +151,13 @@ kernels::cpu::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const Recur
     call.io.read_only = true;
     call.io.parents = run.parents;
   }
-  call.out = rows.out;
   call.u_out = delta_u_out(ctx, rl, run);
   return call;
 }
 
 // A working-copy, snapshot or checkpoint-backup run, one kernel call (a snapshot: one per token) of its own.
-void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run, const DeltaRows& rows,
-                          const kernels::cpu::GatedDeltaParams& params) {
+void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run,
+                          const kernels::cpu::GatedDeltaCall& rows, const kernels::cpu::GatedDeltaParams& params) {
   state::ModelState& state = ctx.state();
   const int slot = run.span.slot;
   const state::SpanState& io = run.state;
@@ -199,7 +190,7 @@ void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run, 
         std::copy_n(checkpoint, spec.ssm_floats(), copy);
         state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
       }
-      kernels::cpu::gated_delta_rule_io(rows.q, rows.k, rows.v, rows.g, rows.beta, rows.n, copy, {}, rows.out,
+      kernels::cpu::gated_delta_rule_io(rows.q, rows.k, rows.v, rows.g, rows.beta, rows.n_tokens, copy, {}, rows.out,
                                         u_out, params, &ctx.pool());
       break;
     }
@@ -208,7 +199,7 @@ void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run, 
       const int64_t k_floats = params.n_head_k * params.head_k_dim;
       const int64_t v_floats = params.n_head_v * params.head_v_dim;
       const int64_t g_floats = params.n_head_v * (params.per_channel_decay ? params.head_k_dim : 1);
-      for (int64_t t = 0; t < rows.n; ++t) {
+      for (int64_t t = 0; t < rows.n_tokens; ++t) {
         float* target = state.snapshot(slot, io.txn_index + t) + offset;
         std::copy_n(snapshot_source(state, run, t) + offset, spec.ssm_floats(), target);
         kernels::cpu::gated_delta_rule(rows.q + t * k_floats, rows.k + t * k_floats, rows.v + t * v_floats,
@@ -216,7 +207,7 @@ void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run, 
                                        rows.out + t * v_floats, u_out != nullptr ? u_out + t * v_floats : nullptr,
                                        params, &ctx.pool());
       }
-      state.count_written(slot, static_cast<size_t>(rows.n * spec.ssm_floats()) * sizeof(float), true);
+      state.count_written(slot, static_cast<size_t>(rows.n_tokens * spec.ssm_floats()) * sizeof(float), true);
       break;
     }
   }
@@ -224,13 +215,13 @@ void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run, 
 
 // What a run leaves after its kernel call: the fold's write, and its records (the log's k and decay beside the
 // corrections the kernel wrote; the ring's whole records).
-void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const DeltaRows& rows) {
+void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const kernels::cpu::GatedDeltaCall& rows) {
   state::ModelState& state = ctx.state();
   const int slot = run.span.slot;
   const state::SpanState& io = run.state;
   const state::RecurrentSpec& spec = state.recurrent().spec(rl);
   const int64_t decay_floats = spec.record_decay_floats();
-  const int64_t n = rows.n;
+  const int64_t n = rows.n_tokens;
   if (io.mode == Mode::replay && io.n_fold > 0) {
     state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
   }
@@ -263,7 +254,7 @@ void run_delta_rules(ForwardContext& ctx, int rl, const float* q, const float* k
   const std::vector<RecurrentRun>& runs = ctx.recurrent_runs();
   std::vector<kernels::cpu::GatedDeltaCall>& calls = ctx.delta_calls();
   calls.clear();
-  const auto rows_of = [&](const RecurrentRun& run) { return delta_rows(run, q, k, v, g, beta, out, params); };
+  const auto rows_of = [&](const RecurrentRun& run) { return run_rows(run, q, k, v, g, beta, out, params); };
   // Runs [first_gathered, end) have their calls in `calls`: one round, then each run's records in run order.
   size_t first_gathered = 0;
   const auto run_gathered = [&](size_t end) {
