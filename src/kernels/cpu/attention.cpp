@@ -68,8 +68,9 @@ void attention_with(AttentionGroupFn group_fn, const float* q, const int32_t* po
 namespace {
 
 void check_call(const AttentionCall& call, const AttentionParams& params) {
-  REWIND_CHECK(is_kv_type(call.k.type) && is_kv_type(call.v.type), "KV rows of type {}/{}: attention reads f32, f16, q8_0",
-               tensor::dtype_name(call.k.type), tensor::dtype_name(call.v.type));
+  REWIND_CHECK(is_kv_type(call.k.type) && is_kv_type(call.v.type),
+               "KV rows of type {}/{}: attention reads f32, f16, q8_0", tensor::dtype_name(call.k.type),
+               tensor::dtype_name(call.v.type));
   for (int64_t t = 0; t < call.n_tokens; ++t) {
     REWIND_CHECK(call.positions[t] >= 0 && call.positions[t] < call.n_kv,
                  "token {} has position {}, outside the {} KV rows", t, call.positions[t], call.n_kv);
@@ -109,7 +110,8 @@ void attention_sequences_with(AttentionGroupFn group_fn, std::span<const Attenti
   // as few as possible, so K/V blocks are shared by many heads, but enough for every thread to have work in
   // decode. Only speed depends on this: each head's arithmetic is the same in any sub-group.
   const int64_t n_split_min = (n_group + kAttentionMaxGroup - 1) / kAttentionMaxGroup;
-  const int64_t n_split_busy = (n_threads + n_tokens_total * params.n_head_kv - 1) / (n_tokens_total * params.n_head_kv);
+  const int64_t kv_items = n_tokens_total * params.n_head_kv;
+  const int64_t n_split_busy = (n_threads + kv_items - 1) / kv_items;
   const int64_t n_split = std::min(n_group, std::max(n_split_min, n_split_busy));
   // Items run sequence by sequence, then KV-head-major, tokens innermost: a thread's contiguous range covers
   // whole sub-groups over all tokens, which balances the causal triangle in prefill and keeps one KV head's
@@ -122,9 +124,15 @@ void attention_sequences_with(AttentionGroupFn group_fn, std::span<const Attenti
   }
   const std::vector<int64_t>& call_items = first_item;  // the workers' view: by name a thread_local is their own
   auto run_items = [&](int64_t begin, int64_t end) {
-    size_t c = static_cast<size_t>(std::upper_bound(call_items.begin(), call_items.end(), begin) - call_items.begin()) - 1;
+    size_t c = 0;
+    size_t k_head_bytes = 0;  // bytes of one KV head's values in a row of call c: whole blocks of its type
+    size_t v_head_bytes = 0;
     for (int64_t item_in_all = begin; item_in_all < end; ++item_in_all) {
-      while (item_in_all >= call_items[c + 1]) ++c;
+      if (item_in_all == begin || item_in_all >= call_items[c + 1]) {
+        while (item_in_all >= call_items[c + 1]) ++c;
+        k_head_bytes = tensor::row_bytes(calls[c].k.type, head_dim);
+        v_head_bytes = tensor::row_bytes(calls[c].v.type, head_dim);
+      }
       const AttentionCall& call = calls[c];
       const int64_t item = item_in_all - call_items[c];
       const int64_t n_tokens = call.n_tokens;
@@ -137,9 +145,9 @@ void attention_sequences_with(AttentionGroupFn group_fn, std::span<const Attenti
       const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
       const int64_t row_offset = (t * params.n_head + h_begin) * head_dim;
       const KeyPaths* paths = call.paths;
-      const auto slice = [&](const KvRows& rows) {
+      const auto slice = [&](const KvRows& rows, size_t head_bytes) {
         KvSlice result{static_cast<const uint8_t*>(rows.data) + static_cast<size_t>(first) * rows.row_bytes +
-                           static_cast<size_t>(kv_head) * tensor::row_bytes(rows.type, head_dim),
+                           static_cast<size_t>(kv_head) * head_bytes,
                        rows.type, rows.row_bytes};
         if (paths != nullptr && pos >= paths->mapped_from) {
           result.n_direct = std::max<int64_t>(0, paths->mapped_from - first);
@@ -150,8 +158,8 @@ void attention_sequences_with(AttentionGroupFn group_fn, std::span<const Attenti
       };
       group_fn(AttentionGroup{.q = call.q + row_offset,
                               .n_queries = h_end - h_begin,
-                              .k = slice(call.k),
-                              .v = slice(call.v),
+                              .k = slice(call.k, k_head_bytes),
+                              .v = slice(call.v, v_head_bytes),
                               .n_keys = pos - first + 1,
                               .head_dim = head_dim,
                               .scale = params.scale,

@@ -208,8 +208,8 @@ void gated_delta_rules_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn
                  "gated_delta: call {}: a read-only call must write its records (u_out)", c);
     if (c == 0 || call.state != calls[c - 1].state) {
       for (size_t earlier = 0; earlier < c; ++earlier) {
-        REWIND_CHECK(calls[earlier].state != call.state, "gated_delta: calls {} and {} share a state but are not adjacent",
-                     earlier, c);
+        REWIND_CHECK(calls[earlier].state != call.state,
+                     "gated_delta: calls {} and {} share a state but are not adjacent", earlier, c);
       }
       group_begin.push_back(c);
     }
@@ -255,8 +255,8 @@ void gated_delta_rules_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn
           rows = copy.data();
           apply_records_to_rows(apply_fn, io.ahead, params, h, row_begin, row_end, rows);
         }
-        const GatedDeltaArgs args{call.q,     call.k,   call.v,   call.g,     call.beta, call.n_tokens,
-                                  call.state, call.out, call.u_out, params};
+        const GatedDeltaArgs args{call.q, call.k, call.v, call.g, call.beta, call.n_tokens, call.state, call.out,
+                                  call.u_out, params};
         if (io.parents != nullptr) {
           run_tree_rows(rows_fn, args, io.parents, call_flags[c].data(), h, row_begin, row_end, rows);
         } else {
