@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install packages, build (Release, warnings as errors), run every
-# CTest test; then build with address + undefined sanitizers and run the unit, spec and server labels under them.
+# CTest test; then build with address + undefined sanitizers and run the unit, spec and server labels under them
+# (their model grids thinned to a sample that still reaches every code path: tests/common/sanitizer_sample.h).
 # Real-model tests run only when the models are in the cache (scripts/fetch_models.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -21,6 +21,7 @@
 #include "model/forward_context.h"
 #include "model/model.h"
 #include "state/model_state.h"
+#include "common/sanitizer_sample.h"
 #include "spec/rollback_test_util.h"
 
 namespace rwd {
@@ -521,11 +522,14 @@ TEST_P(Rollback, RefusalsLeaveTheStateUnchanged) {
 
 std::vector<Param> params() {
   std::vector<Param> all;
+  int a = 0;
   for (std::string_view arch : model::arch_names()) {
     if (!model::find_arch(arch)->recurrent) continue;
+    int p = 0;
     for (RollbackPolicy policy : {RollbackPolicy::replay, RollbackPolicy::snapshot, RollbackPolicy::checkpoint}) {
-      all.push_back({arch.data(), policy});  // registry names are string literals
+      if (test::in_sanitizer_sample({a, p++}, 3)) all.push_back({arch.data(), policy});  // names are literals
     }
+    ++a;
   }
   return all;
 }
