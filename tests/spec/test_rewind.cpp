@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "common/sanitizer_sample.h"
 #include "model/arch_info.h"
 #include "model/forward_context.h"
 #include "model/model.h"
-#include "state/model_state.h"
-#include "common/sanitizer_sample.h"
 #include "spec/rollback_test_util.h"
+#include "state/model_state.h"
 
 namespace rwd {
 namespace {

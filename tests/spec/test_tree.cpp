@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "common/sanitizer_sample.h"
 #include "model/arch_info.h"
 #include "model/forward_context.h"
 #include "model/model.h"
-#include "common/sanitizer_sample.h"
 #include "spec/rollback_test_util.h"
 #include "state/model_state.h"
 
@@ -346,8 +346,8 @@ TEST_P(TreeRefusals, NameTheFaultAndLeaveTheSlotUnchanged) {
   ASSERT_TRUE(txn->commit_path(tree.path_to(grandchild)).is_ok());
 }
 
-// Every architecture under each policy that verifies trees (the checkpoint policy refuses them on recurrent
-// models), or under `refused` those that refuse them too.
+// Each architecture under every policy; without `refused`, only under those that verify trees (the checkpoint
+// policy refuses them on recurrent models).
 std::vector<Param> params(bool refused) {
   std::vector<Param> all;
   int a = 0;
