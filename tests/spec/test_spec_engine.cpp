@@ -222,7 +222,8 @@ std::vector<Case> cases() {
           out.push_back({model, modes[m], rollbacks[r], slot_counts[s]});
         }
       }
-      // Trees of 8 tokens (depth up to 4, 3 branches) from every proposer.
+      // Trees of 8 tokens (depth up to 4, 3 branches) from every proposer, under replay and snapshot (the
+      // first two policies; checkpoint refuses trees on recurrent models).
       for (int r = 0; r < 2; ++r) {
         for (int s = 0; s < static_cast<int>(slot_counts.size()); ++s) {
           if (!test::in_sanitizer_sample({a, m, r, s}, 2)) continue;

@@ -125,13 +125,15 @@ void attention_sequences_with(AttentionGroupFn group_fn, std::span<const Attenti
   const std::vector<int64_t>& call_items = first_item;  // the workers' view: by name a thread_local is their own
   auto run_items = [&](int64_t begin, int64_t end) {
     size_t c = 0;
+    size_t head_bytes_of = calls.size();  // the call whose head sizes k_head_bytes and v_head_bytes hold
     size_t k_head_bytes = 0;  // bytes of one KV head's values in a row of call c: whole blocks of its type
     size_t v_head_bytes = 0;
     for (int64_t item_in_all = begin; item_in_all < end; ++item_in_all) {
-      if (item_in_all == begin || item_in_all >= call_items[c + 1]) {
-        while (item_in_all >= call_items[c + 1]) ++c;
+      while (item_in_all >= call_items[c + 1]) ++c;
+      if (c != head_bytes_of) {
         k_head_bytes = tensor::row_bytes(calls[c].k.type, head_dim);
         v_head_bytes = tensor::row_bytes(calls[c].v.type, head_dim);
+        head_bytes_of = c;
       }
       const AttentionCall& call = calls[c];
       const int64_t item = item_in_all - call_items[c];
