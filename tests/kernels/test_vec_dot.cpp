@@ -407,8 +407,9 @@ std::vector<int64_t> vnni_sizes_for(DType type) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
-// one(), tile() of 1..9 activation rows by 1 and 5 weight rows, and panels of 1..8 rows, every output against
-// the AVX2 one-pair kernel on the same pair; the tile's and panel's outputs outside their rows must stay NaN.
+// one(), tile() of 1..9 activation rows by 1 and 5 weight rows, panels of 1..8 rows and narrow panels of as many
+// as they hold, every output against the AVX2 one-pair kernel on the same pair (extreme fills reach the largest
+// int32 sums the kernels form); the tile's and panels' outputs outside their rows must stay NaN.
 TEST_P(VnniMatchesAvx2, OneTileAndPanelBitIdentical) {
   constexpr int64_t kWeightRows = 5, kActRows = 9, kOutStride = 7;
   const KernelIsa isa = GetParam();
@@ -473,13 +474,16 @@ TEST_P(VnniMatchesAvx2, OneTileAndPanelBitIdentical) {
               check("tile", out, n_rows, n_weight_rows);
             }
           }
-          for (int64_t n_rows = 1; n_rows <= kPanelRows; ++n_rows) {
-            std::vector<uint8_t> panel(kernel.panel.panel_bytes(n), 0xCD);
-            kernel.panel.pack(n, acts.data(), act_row_bytes, n_rows, panel.data());
-            std::vector<float> out(kActRows * kOutStride, std::numeric_limits<float>::quiet_NaN());
-            kernel.panel.dot(n, weights.data(), weight_row_bytes, kWeightRows, panel.data(), n_rows, out.data(),
-                             kOutStride);
-            check("panel", out, n_rows, kWeightRows);
+          for (const PanelKernel* panel_of : {&kernel.panel, &kernel.narrow_panel}) {
+            if (panel_of->dot == nullptr) continue;
+            for (int64_t n_rows = 1; n_rows <= panel_of->rows; ++n_rows) {
+              std::vector<uint8_t> panel(panel_of->panel_bytes(n), 0xCD);
+              panel_of->pack(n, acts.data(), act_row_bytes, n_rows, panel.data());
+              std::vector<float> out(kActRows * kOutStride, std::numeric_limits<float>::quiet_NaN());
+              panel_of->dot(n, weights.data(), weight_row_bytes, kWeightRows, panel.data(), n_rows, out.data(),
+                            kOutStride);
+              check(panel_of == &kernel.panel ? "panel" : "narrow panel", out, n_rows, kWeightRows);
+            }
           }
         }
       }
