@@ -1,6 +1,7 @@
 // The VNNI kernel table (vec_dot_vnni_impl.h) with the EVEX vpdpbusd / vpdpwssd of AVX-512 VNNI on 256-bit
-// registers. This file alone is compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (on top of the AVX2
-// flags); dispatch.cpp calls it only after checking the CPU for all four.
+// registers, and 512-bit panels of the k-quants for verify batches and prefill. This file alone is compiled with
+// -mavx512f -mavx512bw -mavx512vl -mavx512vnni (on top of the AVX2 flags); dispatch.cpp calls it only after
+// checking the CPU for all four.
 // GCC 12's 512-bit intrinsics pass an _mm512_undefined_* value as the unused merge source, which its own
 // -Wuninitialized then reports at every call.
 #pragma GCC diagnostic ignored "-Wuninitialized"
