@@ -54,6 +54,8 @@ class DraftModelProposer final : public Proposer {
   // Runs the request's plain tokens through the draft model, in chunks of at most n_batch, until at most
   // `left` of them remain before the newest token.
   Status catch_up_until(const ProposeRequest& request, int64_t left);
+  // One forward with logits on a scratch state: every weight read once before the first timed round.
+  Status warm_up();
 
   DraftModelOptions options_;
   ThreadPool& pool_;
