@@ -31,7 +31,9 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
                                                                std::max<int64_t>(options.n_batch, options.n_slots));
   if (options.vocab > 0) proposer->forward_->set_logit_vocab(options.vocab);
   proposer->slots_.resize(static_cast<size_t>(options.n_slots));
-  REWIND_RETURN_IF_ERROR(proposer->warm_up());
+  if (const Status warmed = proposer->warm_up(); !warmed) {
+    return warmed.with_context(options.path + ": draft model warm-up forward");
+  }
   return proposer;
 }
 
