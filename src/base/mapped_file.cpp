@@ -39,6 +39,14 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   return file;
 }
 
+void MappedFile::release(std::span<const uint8_t> range) const {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(range.data()) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(range.data()) + range.size()) / page * page;
+  // Only a hint: pages left mapped cost memory, never correctness.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

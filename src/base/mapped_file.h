@@ -22,6 +22,9 @@ class MappedFile {
   const std::string& path() const { return path_; }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   size_t size() const { return size_; }
+  // Drops the pages wholly inside `range` (part of bytes()) from this process's memory, for bytes that a copy
+  // now serves; read again, they come back from the file.
+  void release(std::span<const uint8_t> range) const;
 
  private:
   MappedFile() = default;

@@ -588,6 +588,11 @@ const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+void GgufFile::release(const tensor::Tensor& tensor) const {
+  if (mapping_ == nullptr) return;
+  mapping_->release({static_cast<const uint8_t*>(tensor.data), tensor.n_bytes()});
+}
+
 namespace {
 
 Status missing_key(const GgufFile& file, std::string_view key) {

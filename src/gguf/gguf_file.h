@@ -101,6 +101,9 @@ class GgufFile {
   std::string value_to_string(const Value& value, size_t max_elements = 8) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // Drops a tensor's pages of a mapped file from memory (MappedFile::release) once a copy serves its reads;
+  // nothing for bytes held by the caller.
+  void release(const tensor::Tensor& tensor) const;
   const TensorInfo* find_tensor(std::string_view name) const;
 
  private:

@@ -134,7 +134,7 @@ Status load_layer_pattern(const gguf::GgufFile& file, HParams& hp, LayerKind rec
 
 Status bind_embeddings_and_head(WeightBinder& binder, const HParams& hp, TensorKind final_norm, bool may_tie,
                                 Weights& w) {
-  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, hp.n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.embeddings(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, hp.n_embd}));
   REWIND_ASSIGN_OR_RETURN(w.output_norm, binder.vector(gguf::tensor_name(final_norm), hp.n_embd));
   if (may_tie && !binder.has(gguf::tensor_name(TensorKind::output))) {
     w.output = w.token_embd;
@@ -173,7 +173,7 @@ Result<int64_t> read_count(const gguf::GgufFile& file, const HParams& hp, ArchKe
 Status bind_dense_weights(WeightBinder& binder, const HParams& hp, const DenseTensorSet& set, Weights& w) {
   if (hp.n_ff <= 0) return Status::errorf("{} is missing", key(hp, ArchKey::feed_forward_length));
   const int64_t n_embd = hp.n_embd;
-  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.matrix(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
+  REWIND_ASSIGN_OR_RETURN(w.token_embd, binder.embeddings(gguf::tensor_name(TensorKind::token_embd), {hp.n_vocab, n_embd}));
   if (tensor::dtype_traits(w.token_embd.dtype).to_float == nullptr) {
     return Status::errorf("tensor 'token_embd.weight' has type {}, which rewind cannot read",
                           tensor::dtype_name(w.token_embd.dtype));

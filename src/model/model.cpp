@@ -1,6 +1,8 @@
 #include "model/model.h"
 
+#include "base/log.h"
 #include "gguf/keys.h"
+#include "kernels/cpu/packed_weights.h"
 #include "model/arch_info.h"
 #include "model/weight_binder.h"
 
@@ -27,6 +29,13 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
   if (!status) return status.with_context(file->path());
   WeightBinder binder(*model, *file);
   REWIND_RETURN_IF_ERROR(arch->bind_weights(binder, model->hparams_, model->weights_));
+  // A head tied to the embeddings is bound as token_embd, which stays in the file's layout for its row reads;
+  // the head gets a packed copy of its own.
+  Weights& w = model->weights_;
+  if (w.output.data == w.token_embd.data) model->pack(w.output);
+  for (NextnWeights& nextn : model->weights_.nextn) {
+    if (nextn.shared_head_head.data == w.token_embd.data) model->pack(nextn.shared_head_head);
+  }
   model->file_ = std::move(file);
   int n_kv = 0;
   int n_recurrent = 0;
@@ -35,6 +44,26 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
     model->recurrent_index_.push_back(uses_recurrent_state(layer.kind) ? n_recurrent++ : -1);
   }
   return model;
+}
+
+bool Model::pack(tensor::Tensor& weight) {
+  const kernels::cpu::KernelIsa isa = kernels::cpu::kernel_isa();
+  const size_t bytes = kernels::cpu::packed_weight_bytes(isa, weight);
+  if (bytes == 0) return false;
+  if (const auto found = packed_by_data_.find(weight.data); found != packed_by_data_.end()) {
+    weight.packed = found->second;
+    return true;
+  }
+  void* packed = std::aligned_alloc(64, bytes);  // packed_weight_bytes is a multiple of 64
+  if (packed == nullptr) {  // slower without it, never wrong
+    log_warn("cannot allocate {} bytes for the packed copy of {}; it stays in the file's layout", bytes, weight.name);
+    return false;
+  }
+  kernels::cpu::pack_weight(isa, weight, packed);
+  packed_.emplace_back(packed);
+  packed_by_data_.emplace(weight.data, packed);
+  weight.packed = packed;
+  return true;
 }
 
 std::vector<state::KvLayerSpec> Model::kv_specs() const {

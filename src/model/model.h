@@ -3,6 +3,8 @@
 // threads) lives in ForwardContext and the state module.
 #pragma once
 
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +52,15 @@ class Model {
   std::vector<int> recurrent_index_;
   // Float copies of small vectors stored in another dtype (norm weights in f16 files).
   std::vector<std::vector<float>> converted_;
+
+  // Sets weight.packed to a copy in the dispatched kernel set's packed layout (kernels/cpu/packed_weights.h),
+  // made once per tensor data; false, leaving it unpacked, where the set has no packed layout for it.
+  bool pack(tensor::Tensor& weight);
+  struct FreeBytes {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<void, FreeBytes>> packed_;
+  std::map<const void*, const void*> packed_by_data_;
 };
 
 }  // namespace rwd::model

@@ -147,7 +147,7 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
     }
     nw.embed_tokens = w.token_embd;
     if (binder.has(name(TensorKind::nextn_embed_tokens))) {
-      REWIND_ASSIGN_OR_RETURN(nw.embed_tokens, binder.matrix(name(TensorKind::nextn_embed_tokens), {hp.n_vocab, n_embd}));
+      REWIND_ASSIGN_OR_RETURN(nw.embed_tokens, binder.embeddings(name(TensorKind::nextn_embed_tokens), {hp.n_vocab, n_embd}));
     }
     nw.shared_head_head = w.output;
     if (binder.has(name(TensorKind::nextn_shared_head_head))) {

@@ -37,13 +37,20 @@ Result<const gguf::TensorInfo*> WeightBinder::find_with_shape(const std::string&
   return info;
 }
 
-Result<tensor::Tensor> WeightBinder::matrix(const std::string& name, std::vector<int64_t> shape) {
+Result<tensor::Tensor> WeightBinder::embeddings(const std::string& name, std::vector<int64_t> shape) {
   REWIND_ASSIGN_OR_RETURN(const gguf::TensorInfo* info, find_with_shape(name, shape));
   if (!tensor::is_supported_weight_type(info->tensor.dtype)) {
     return Status::errorf("{}: tensor '{}' has type {}, which rewind cannot compute with yet", file_.path(), name,
                           tensor::dtype_name(info->tensor.dtype));
   }
   return info->tensor;
+}
+
+Result<tensor::Tensor> WeightBinder::matrix(const std::string& name, std::vector<int64_t> shape) {
+  REWIND_ASSIGN_OR_RETURN(tensor::Tensor tensor, embeddings(name, shape));
+  // The file's copy of a packed weight is read no more: its pages go back (a tensor bound twice packs once).
+  if (model_.pack(tensor)) file_.release(tensor);
+  return tensor;
 }
 
 Result<tensor::Tensor> WeightBinder::floats(const std::string& name, std::vector<int64_t> shape) {

@@ -20,8 +20,12 @@ class WeightBinder {
  public:
   WeightBinder(Model& model, const gguf::GgufFile& file) : model_(model), file_(file) {}
 
-  // A matrix used by matmul: any supported weight dtype. shape outermost first, e.g. {n_out, n_in}.
+  // A matrix used by matmul: any supported weight dtype. shape outermost first, e.g. {n_out, n_in}. Packed for
+  // the dispatched kernel set where it has a packed layout for it (Model::pack).
   Result<tensor::Tensor> matrix(const std::string& name, std::vector<int64_t> shape);
+  // Token embeddings: a matrix whose rows are read one by one, left in the file's layout (a tied output head
+  // gets its packed copy from Model::from_file).
+  Result<tensor::Tensor> embeddings(const std::string& name, std::vector<int64_t> shape);
   // A vector used elementwise (norm weights): converted to f32 when stored otherwise.
   Result<tensor::Tensor> vector(const std::string& name, int64_t n) { return floats(name, {n}); }
   // Any tensor read element by element (conv taps, biases): f32, converted when stored otherwise.

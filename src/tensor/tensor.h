@@ -17,6 +17,9 @@ struct Tensor {
   int n_dims = 0;
   std::array<int64_t, 4> ne = {1, 1, 1, 1};
   const void* data = nullptr;
+  // The same rows re-laid for the packed kernels of the AVX-512 VNNI set (kernels/cpu/packed_weights.h), held
+  // by the model beside `data`; null when the weight is not packed. Views of other rows drop it.
+  const void* packed = nullptr;
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_cols() const { return ne[0]; }
@@ -34,6 +37,7 @@ inline Tensor matrix_slice(const Tensor& stacked, int64_t i) {
   slice.n_dims = 2;
   slice.ne = {stacked.ne[0], stacked.ne[1], 1, 1};
   slice.data = stacked.row(i * stacked.ne[1]);
+  slice.packed = nullptr;
   return slice;
 }
 

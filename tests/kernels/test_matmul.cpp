@@ -6,12 +6,15 @@
 // that are not multiples of any tile, a reused scratch, and NaN-prefilled outputs that must all be overwritten.
 // matmul_shared_input gives the bits of separate matmul calls, for weights of one and of mixed types. Every
 // VNNI flavour the CPU runs gives, through matmul, the AVX2 kernels' bits for every row, batch and thread count.
+// Weights packed at load for the AVX-512 VNNI set (q4_K, q6_K in groups of 16 rows) give the AVX2 bits too, at
+// random and extreme fills, alone and in shared-input rounds, and views of their first rows stay correct.
 // The per-ISA kernels themselves are checked in test_vec_dot.cpp. Weights of the read-only types (no quantizer)
 // are random raw blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -21,6 +24,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/vec_dot_impl.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/ref/matmul.h"
@@ -250,6 +254,165 @@ std::string flavour_test_name(const ::testing::TestParamInfo<KernelIsa>& param_i
 INSTANTIATE_TEST_SUITE_P(Flavours, MatmulVnni,
                          ::testing::Values(KernelIsa::avxvnni, KernelIsa::avx512vnni, KernelIsa::vnni_emulated),
                          flavour_test_name);
+
+// ---- weights packed at load (packed_weights.h) ----
+
+class MatmulPacked : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(KernelIsa::avx512vnni)) GTEST_SKIP() << "this CPU cannot run avx512vnni";
+  }
+};
+
+// A weight with its packed copy, as Model::pack leaves it.
+struct PackedWeight {
+  Weight weight;
+  std::unique_ptr<void, decltype(&std::free)> packed{nullptr, &std::free};
+};
+
+PackedWeight packed_copy(Weight weight) {
+  PackedWeight result{std::move(weight)};
+  const size_t bytes = packed_weight_bytes(KernelIsa::avx512vnni, result.weight.tensor);
+  EXPECT_GT(bytes, 0u) << tensor::dtype_name(result.weight.tensor.dtype);
+  result.packed.reset(std::aligned_alloc(64, bytes));
+  pack_weight(KernelIsa::avx512vnni, result.weight.tensor, result.packed.get());
+  result.weight.tensor.data = result.weight.bytes.data();
+  result.weight.tensor.packed = result.packed.get();
+  return result;
+}
+
+// Every block at the top of its ranges: 6-bit scales and mins of 63 (q4_K), values 15 / 63, q6_K scales of -128
+// and 127 in turn, d = dmin = 1; the int32 sums reach their largest.
+Weight extreme_weight(DType type, int64_t n_out, int64_t n_in) {
+  Weight weight = make_weight(type, n_out, n_in, 1);
+  std::fill(weight.bytes.begin(), weight.bytes.end(), uint8_t{0xFF});
+  constexpr uint16_t kOne = 0x3C00;
+  const int64_t n_blocks = n_out * n_in / 256;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if (type == DType::q4_k) {
+      auto* block = reinterpret_cast<tensor::quant::BlockQ4K*>(weight.bytes.data()) + b;
+      block->d = block->dmin = kOne;
+    } else {
+      auto* block = reinterpret_cast<tensor::quant::BlockQ6K*>(weight.bytes.data()) + b;
+      for (int g = 0; g < 16; ++g) block->scales[g] = static_cast<int8_t>(g % 2 == 0 ? -128 : 127);
+      block->d = kOne;
+    }
+  }
+  return weight;
+}
+
+// Each activation row alone through the AVX2 kernels.
+std::vector<float> avx2_alone(const tensor::Tensor& weight, const std::vector<float>& x, int64_t n_rows,
+                              ThreadPool& pool) {
+  MatmulScratch scratch;
+  const int64_t n_in = weight.n_cols(), n_out = weight.n_rows();
+  std::vector<float> alone = nan_filled(n_rows * n_out);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    matmul(KernelIsa::avx2, weight, x.data() + r * n_in, 1, alone.data() + r * n_out, scratch, pool);
+  }
+  return alone;
+}
+
+// 48 rows (three groups) of 1280 values (5 super-blocks: an odd count, so q6_K groups end in padding), every
+// batch size that crosses a pass of 4 activation rows, on 1..3 threads.
+TEST_F(MatmulPacked, BitIdenticalToAvx2ForEveryBatchAndThreadCount) {
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
+  constexpr int64_t kOut = 48, kIn = 1280, kMaxRows = 33;
+  for (DType type : {DType::q4_k, DType::q6_k}) {
+    for (bool extreme : {false, true}) {
+      SCOPED_TRACE(std::string(tensor::dtype_name(type)) + (extreme ? " extreme" : " random"));
+      const PackedWeight packed =
+          packed_copy(extreme ? extreme_weight(type, kOut, kIn) : make_weight(type, kOut, kIn, 500));
+      test::QuantRandom random(49);
+      std::vector<float> x = random.row(kMaxRows * kIn);
+      // Alternating signs at one magnitude: every activation quantizes to +-127.
+      if (extreme) for (size_t i = 0; i < x.size(); ++i) x[i] = i % 2 == 0 ? 3.0f : -3.0f;
+      const std::vector<float> alone = avx2_alone(packed.weight.tensor, x, kMaxRows, *pools[0]);
+      for (float v : alone) ASSERT_TRUE(std::isfinite(v));
+      for (const auto& pool : pools) {
+        for (int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 33}) {
+          MatmulScratch scratch;
+          std::vector<float> y = nan_filled(n_rows * kOut);
+          matmul(KernelIsa::avx512vnni, packed.weight.tensor, x.data(), n_rows, y.data(), scratch, *pool);
+          ASSERT_EQ(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)), 0)
+              << pool->n_threads() << " threads, n_rows " << n_rows;
+        }
+      }
+    }
+  }
+}
+
+// A view of a packed weight's first rows (the draft's reduced vocabulary): whole groups stay on the packed
+// kernel, other counts fall back to the file's layout; both give the full weight's first outputs.
+TEST_F(MatmulPacked, ViewsOfTheFirstRows) {
+  ThreadPool pool(2);
+  constexpr int64_t kOut = 64, kIn = 512, kRows = 3;
+  for (DType type : {DType::q4_k, DType::q6_k}) {
+    const PackedWeight packed = packed_copy(make_weight(type, kOut, kIn, 501));
+    test::QuantRandom random(50);
+    const std::vector<float> x = random.row(kRows * kIn);
+    const std::vector<float> full = avx2_alone(packed.weight.tensor, x, kRows, pool);
+    for (int64_t n_view : {16, 32, 40, 63}) {
+      SCOPED_TRACE(std::string(tensor::dtype_name(type)) + " first " + std::to_string(n_view) + " rows");
+      tensor::Tensor view = packed.weight.tensor;
+      view.ne[1] = n_view;
+      MatmulScratch scratch;
+      std::vector<float> y = nan_filled(kRows * n_view);
+      matmul(KernelIsa::avx512vnni, view, x.data(), kRows, y.data(), scratch, pool);
+      for (int64_t r = 0; r < kRows; ++r) {
+        ASSERT_EQ(std::memcmp(y.data() + r * n_view, full.data() + r * kOut, n_view * sizeof(float)), 0) << "row " << r;
+      }
+    }
+  }
+}
+
+// What has no packed layout: other types, row counts that are not whole groups, stacked (3-D) weights.
+TEST_F(MatmulPacked, OnlyWholeGroupsOfTwoDimensionalKQuants) {
+  EXPECT_GT(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q4_k, 32, 256, 1).tensor), 0u);
+  EXPECT_EQ(packed_weight_bytes(KernelIsa::avx2, make_weight(DType::q4_k, 32, 256, 1).tensor), 0u);
+  EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q4_k, 24, 256, 1).tensor), 0u);
+  EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q5_k, 32, 256, 1).tensor), 0u);
+  EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q8_0, 32, 256, 1).tensor), 0u);
+  Weight stacked = make_weight(DType::q6_k, 32, 256, 1);
+  stacked.tensor.n_dims = 3;
+  stacked.tensor.ne = {256, 16, 2, 1};
+  EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, stacked.tensor), 0u);
+}
+
+// Packed weights in one shared-input round (q, k, v of a Q4_K_M file: q4_K, q4_K, q6_K), and beside a weight in
+// the file's layout (separate rounds): the bits of separate calls.
+TEST_F(MatmulPacked, SharedInputEqualsSeparateCalls) {
+  ThreadPool pool(2);
+  constexpr int64_t kIn = 768;
+  std::vector<PackedWeight> packed;
+  packed.push_back(packed_copy(make_weight(DType::q4_k, 64, kIn, 502)));
+  packed.push_back(packed_copy(make_weight(DType::q4_k, 16, kIn, 503)));
+  packed.push_back(packed_copy(make_weight(DType::q6_k, 32, kIn, 504)));
+  const Weight plain = make_weight(DType::q4_k, 37, kIn, 505);
+  test::QuantRandom random(51);
+  const std::vector<float> x = random.row(9 * kIn);
+  for (int64_t n_rows : {1, 3, 4, 5, 9}) {
+    SCOPED_TRACE(std::to_string(n_rows) + " rows");
+    MatmulScratch scratch;
+    std::vector<std::vector<float>> separate, shared;
+    const tensor::Tensor* tensors[] = {&packed[0].weight.tensor, &packed[1].weight.tensor, &packed[2].weight.tensor,
+                                       &plain.tensor};
+    for (const tensor::Tensor* tensor : tensors) {
+      separate.push_back(nan_filled(n_rows * tensor->n_rows()));
+      matmul(*tensor, x.data(), n_rows, separate.back().data(), scratch, pool);
+      shared.push_back(nan_filled(n_rows * tensor->n_rows()));
+    }
+    matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[1], shared[1].data()}, {tensors[2], shared[2].data()}},
+                        x.data(), n_rows, scratch, pool);
+    matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[3], shared[3].data()}}, x.data(), n_rows, scratch,
+                        pool);
+    for (size_t i = 0; i < separate.size(); ++i) {
+      ASSERT_EQ(std::memcmp(shared[i].data(), separate[i].data(), separate[i].size() * sizeof(float)), 0)
+          << "weight " << i;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace rwd::kernels::cpu

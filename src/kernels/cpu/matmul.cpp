@@ -1,11 +1,12 @@
 // matmul: quantizes the activation rows once into the weight type's partner format, then threads take chunks
-// of weight (output) rows and apply each to every activation row: through panels of 8 interleaved rows where
-// the table has panel kernels and there are enough rows, through a narrow panel of up to 4 rows for a verify
-// batch, or of the one row of a decode step (q4_0, q5_0), where the table has one, else (and for rows too few
-// to fill a panel) through the table's tile, a few activation rows at a time. Every output is computed by one kernel whose arithmetic depends on n_in alone
-// (the panel, tile and one-row kernels agree bit for bit), which is what makes y[r] independent of n_rows and of
-// the threads.
-// Not here: the kernels themselves (vec_dot*.cpp) and the choice of ISA (dispatch.cpp).
+// of weight (output) rows and apply each to every activation row: through the packed kernel where the weight
+// was packed at load for the set in use (packed_weights.h), through panels of 8 interleaved rows where the table
+// has panel kernels and there are enough rows, through a narrow panel of up to 4 rows for a verify batch, or of
+// the one row of a decode step (q4_0, q5_0), where the table has one, else (and for rows too few to fill a
+// panel) through the table's tile, a few activation rows at a time. Every output is computed by one kernel
+// whose arithmetic depends on n_in alone (the packed, panel, tile and one-row kernels agree bit for bit), which
+// is what makes y[r] independent of n_rows and of the threads.
+// Not here: the kernels themselves (vec_dot*.cpp, packed_*.cpp) and the choice of ISA (dispatch.cpp).
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 
 #include "base/check.h"
 #include "base/thread_pool.h"
+#include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/cpu/vec_dot_impl.h"
 
@@ -101,6 +104,20 @@ int64_t chunk_rows_for(const tensor::Tensor& weight, int n_threads) {
   return std::min(tile_rows, std::max(kMinChunkRows, weight.n_rows() / (kChunksPerThread * n_threads)));
 }
 
+// The packed kernel for a weight packed at load (packed_weights.h), or null: only the set the packing was made
+// for reads it, and only whole groups of rows (a view of the first rows of a packed weight stays packed).
+PackedDotFn packed_for(KernelIsa isa, const tensor::Tensor& weight) {
+  if (isa != KernelIsa::avx512vnni || weight.packed == nullptr || weight.n_rows() % kPackedGroupRows != 0) {
+    return nullptr;
+  }
+  return avx512vnni::packed_dot_fn(weight.dtype);
+}
+
+// Rows per chunk for a packed weight: whole groups.
+int64_t packed_chunk_rows(const tensor::Tensor& weight, int n_threads) {
+  return (chunk_rows_for(weight, n_threads) + kPackedGroupRows - 1) / kPackedGroupRows * kPackedGroupRows;
+}
+
 // Runs body(begin, end) over chunks of weight rows taken from a shared counter by every thread of the pool.
 template <typename Body>
 void for_each_weight_chunk(int64_t n_out, int64_t chunk_rows, ThreadPool& pool, Body&& body) {
@@ -182,7 +199,7 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
                   ThreadPool& pool) {
   const int64_t n_in = outputs.begin()->weight->n_cols();
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  uint8_t* packed = nullptr;
+  uint8_t* panel_data = nullptr;
   if (format.quantize != nullptr) {
     const size_t rows_bytes = format.row_bytes * static_cast<size_t>(n_rows);
     const size_t needed = rows_bytes + (panel != nullptr ? kCacheLine + panel->panel_bytes(n_in) : 0);
@@ -190,8 +207,8 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
     quantize_all_rows(format, x, n_in, n_rows, scratch.activations.data(), pool);
     act = scratch.activations.data();
     if (panel != nullptr) {
-      packed = cache_line_aligned(scratch.activations.data() + rows_bytes);
-      panel->pack(n_in, act, format.row_bytes, n_rows, packed);
+      panel_data = cache_line_aligned(scratch.activations.data() + rows_bytes);
+      panel->pack(n_in, act, format.row_bytes, n_rows, panel_data);
     }
   }
   const size_t act_row_bytes = format.row_bytes;
@@ -204,7 +221,8 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
     const tensor::Tensor* weight;
     float* y;
     VecDotTileFn tile;
-    PanelDotFn panel_dot;  // set where the rows were packed into a panel
+    PanelDotFn panel_dot;    // set where the rows were packed into a panel
+    PackedDotFn packed_dot;  // set for a weight packed at load (then the rows are plain, never in a panel)
     int64_t chunk_rows;
     int64_t first_chunk;  // index of its first chunk in the shared count
   };
@@ -213,10 +231,12 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
   size_t n_parts = 0;
   int64_t n_chunks = 0;
   for (const MatmulOutput& output : outputs) {
-    const int64_t chunk_rows = chunk_rows_for(*output.weight, pool.n_threads());
+    const PackedDotFn packed_dot = packed_for(isa, *output.weight);
+    const int64_t chunk_rows = packed_dot != nullptr ? packed_chunk_rows(*output.weight, pool.n_threads())
+                                                     : chunk_rows_for(*output.weight, pool.n_threads());
     const VecDotKernel kernel = vec_dot_kernel(isa, output.weight->dtype);
-    const PanelDotFn panel_dot = packed != nullptr ? panel_for(kernel, n_rows)->dot : nullptr;
-    parts[n_parts++] = {output.weight, output.y, kernel.tile, panel_dot, chunk_rows, n_chunks};
+    const PanelDotFn panel_dot = panel_data != nullptr ? panel_for(kernel, n_rows)->dot : nullptr;
+    parts[n_parts++] = {output.weight, output.y, kernel.tile, panel_dot, packed_dot, chunk_rows, n_chunks};
     n_chunks += (output.weight->n_rows() + chunk_rows - 1) / chunk_rows;
   }
   std::atomic<int64_t> next_chunk{0};
@@ -231,8 +251,14 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
       const int64_t n_out = weight.n_rows();
       const int64_t begin = (chunk - part.first_chunk) * part.chunk_rows;
       const int64_t end = std::min(n_out, begin + part.chunk_rows);
+      if (part.packed_dot != nullptr) {
+        const size_t group_bytes = packed_group_bytes(weight.dtype, n_in);
+        part.packed_dot(n_in, static_cast<const uint8_t*>(weight.packed) + begin / kPackedGroupRows * group_bytes,
+                        (end - begin) / kPackedGroupRows, act, act_row_bytes, n_rows, part.y + begin, n_out);
+        continue;
+      }
       if (part.panel_dot != nullptr) {
-        part.panel_dot(n_in, weight.row(begin), weight.bytes_per_row(), end - begin, packed, n_rows,
+        part.panel_dot(n_in, weight.row(begin), weight.bytes_per_row(), end - begin, panel_data, n_rows,
                        part.y + begin, n_out);
         continue;
       }
@@ -256,9 +282,11 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
   const tensor::Tensor& first = *outputs.begin()->weight;
   bool shared = n_rows > 0;
   // The panel the first weight takes these rows with; the others must take them with one of the same layout,
-  // in a single panel, for the rows to be packed once.
+  // in a single panel, for the rows to be packed once. Weights packed at load take plain rows, so they share x
+  // only with other such weights.
+  const bool weights_packed = packed_for(isa, first) != nullptr;
   const VecDotKernel first_kernel = vec_dot_kernel(isa, first.dtype);
-  const PanelKernel* panel = n_rows > 0 ? panel_for(first_kernel, n_rows) : nullptr;
+  const PanelKernel* panel = n_rows > 0 && !weights_packed ? panel_for(first_kernel, n_rows) : nullptr;
   if (panel != nullptr && n_rows > panel->rows) shared = false;
   for (const MatmulOutput& output : outputs) {
     const tensor::Tensor& weight = *output.weight;
@@ -269,8 +297,9 @@ void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const floa
                  weight.name);
     // Rows that take several panels, panels of different layouts, or another activation format, go through
     // matmul() one weight at a time.
-    const PanelKernel* own_panel = panel_for(kernel, n_rows);
+    const PanelKernel* own_panel = weights_packed ? nullptr : panel_for(kernel, n_rows);
     const bool same_panel = own_panel == nullptr ? panel == nullptr : panel != nullptr && own_panel->pack == panel->pack;
+    shared = shared && (packed_for(isa, weight) != nullptr) == weights_packed;
     shared = shared && tensor::dtype_traits(weight.dtype).vec_dot_type == tensor::dtype_traits(first.dtype).vec_dot_type &&
              same_panel && weight.n_rows() > 0;
   }
@@ -296,7 +325,9 @@ void matmul(KernelIsa isa, const tensor::Tensor& weight, const float* x, int64_t
   REWIND_CHECK(weight.data != nullptr, "matmul: weight {} has no data", weight.name);
   if (n_rows <= 0 || weight.n_rows() <= 0) return;
   const ActivationFormat format = activation_format(isa, traits.vec_dot_type, weight.n_cols());
-  if (const PanelKernel* panel = panel_for(kernel, n_rows)) {
+  if (packed_for(isa, weight) != nullptr) {
+    matmul_pairs(isa, {{&weight, y}}, format, x, n_rows, nullptr, scratch, pool);
+  } else if (const PanelKernel* panel = panel_for(kernel, n_rows)) {
     matmul_panels(weight, kernel, *panel, format, x, n_rows, y, scratch, pool);
   } else {
     matmul_pairs(isa, {{&weight, y}}, format, x, n_rows, nullptr, scratch, pool);

@@ -1,0 +1,234 @@
+// The kernels of the packed q4_K and q6_K layouts (packed_weights.cpp) with AVX-512 VNNI: each int32 lane of a
+// zmm is one of a group's 16 weight rows, and a vpdpbusd against 4 activation bytes broadcast from memory does 4
+// values of all 16 rows. Up to kMaxActRows activation rows share each unpacked body; more rows take more passes
+// over the group while it sits in L1. The int32 sums per super-block are exact whatever their order, and the
+// float steps per super-block are the avx2 one-row kernels' (fused multiply-add of the sum with d_w * d_a, then
+// for q4_K a fused negative multiply-add of the min sum with dmin_w * d_a), one lane per row: every output is
+// bit-identical to the avx2 table's.
+// GCC 12's 512-bit intrinsics pass an _mm512_undefined_* value as the unused merge source, which its own
+// -Wuninitialized then reports at every call.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/packed_weights.h"
+#include "tensor/quant/blocks.h"
+
+namespace rwd::kernels::cpu::avx512vnni {
+namespace {
+
+namespace q = tensor::quant;
+
+constexpr int kMaxActRows = 4;
+constexpr size_t kZmm = 64;
+constexpr size_t kPrefetchAhead = 4608;
+
+inline __attribute__((always_inline)) __m512i load(const uint8_t* p) { return _mm512_load_si512(p); }
+
+// 4 bytes of an activation row in every int32 lane (folded into the vpdpbusd as a {1to16} memory operand).
+inline __attribute__((always_inline)) __m512i broadcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
+
+// A vpshufb control giving each int32 lane, in its bytes 0..3, the lane's own bytes b0..b3 (-1: zero).
+inline __attribute__((always_inline)) __m512i lane_bytes(int b0, int b1, int b2, int b3) {
+  const int picks[4] = {b0, b1, b2, b3};
+  alignas(16) int8_t control[16];
+  for (int lane = 0; lane < 4; ++lane) {
+    for (int t = 0; t < 4; ++t) control[4 * lane + t] = static_cast<int8_t>(picks[t] < 0 ? -128 : 4 * lane + picks[t]);
+  }
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(control)));
+}
+
+// q4_K: S = sum_j sc_j dot_j and N = sum_j m_j bsum_j per row and super-block, as DotKAffine of the avx2 set.
+template <int NA>
+void q4_k_group(int64_t n_blocks, const uint8_t* group, const q::BlockQ8K* const (&act)[NA], float* out,
+                int64_t out_stride) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i low6 = _mm512_set1_epi8(0x3F);
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  const __m512i zero = _mm512_setzero_si512();
+  const uint8_t* factors = group + n_blocks * packed::kQ4KBodyBytes;
+  __m512 acc[NA];
+  for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* body = group + b * packed::kQ4KBodyBytes;
+    // Scale bytes 0-3 / 4-7 / 8-11 of each row; sub-block j's scale is byte j % 4 of scales_low (j < 4) or
+    // scales_high, its min likewise of mins_low / mins_high (the 6-bit packing of blocks.h).
+    const __m512i bytes03 = load(body), bytes47 = load(body + kZmm), bytes811 = load(body + 2 * kZmm);
+    const __m512i scales_low = _mm512_and_si512(bytes03, low6);
+    const __m512i scales_high =
+        _mm512_or_si512(_mm512_and_si512(bytes811, low4), _mm512_and_si512(_mm512_srli_epi16(bytes03, 2), bits45));
+    __m512i sum[NA];
+    for (int r = 0; r < NA; ++r) sum[r] = zero;
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i scales = c < 2 ? scales_low : scales_high;
+      const __m512i scale_even = _mm512_shuffle_epi8(scales, lane_bytes((2 * c) % 4, -1, -1, -1));
+      const __m512i scale_odd = _mm512_shuffle_epi8(scales, lane_bytes((2 * c + 1) % 4, -1, -1, -1));
+      __m512i dot_even[NA], dot_odd[NA];
+      for (int r = 0; r < NA; ++r) dot_even[r] = dot_odd[r] = zero;
+      const uint8_t* runs = body + packed::kQ4KScaleBytes + 8 * c * kZmm;
+#pragma GCC unroll 8
+      for (int quad = 0; quad < 8; ++quad) {
+        const __m512i packed_values = load(runs + quad * kZmm);
+        const __m512i low = _mm512_and_si512(packed_values, low4);
+        const __m512i high = _mm512_and_si512(_mm512_srli_epi16(packed_values, 4), low4);
+        for (int r = 0; r < NA; ++r) {
+          const int8_t* a = act[r][b].qs + 64 * c + 4 * quad;
+          dot_even[r] = _mm512_dpbusd_epi32(dot_even[r], low, broadcast4(a));
+          dot_odd[r] = _mm512_dpbusd_epi32(dot_odd[r], high, broadcast4(a + 32));
+        }
+      }
+      for (int r = 0; r < NA; ++r) {
+        sum[r] = _mm512_add_epi32(sum[r], _mm512_add_epi32(_mm512_mullo_epi32(dot_even[r], scale_even),
+                                                           _mm512_mullo_epi32(dot_odd[r], scale_odd)));
+      }
+    }
+    const __m512i mins_low = _mm512_and_si512(bytes47, low6);
+    const __m512i mins_high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bytes811, 4), low4),
+                                              _mm512_and_si512(_mm512_srli_epi16(bytes47, 2), bits45));
+    __m512i min_sum[NA];
+    for (int r = 0; r < NA; ++r) min_sum[r] = zero;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      // (m_j, m_j) as int16 against the bsums of the sub-block's two groups of 16.
+      const __m512i min_pair = _mm512_shuffle_epi8(j < 4 ? mins_low : mins_high, lane_bytes(j % 4, -1, j % 4, -1));
+      for (int r = 0; r < NA; ++r) {
+        min_sum[r] = _mm512_dpwssd_epi32(min_sum[r], min_pair, broadcast4(act[r][b].bsums + 2 * j));
+      }
+    }
+    const uint8_t* d = factors + b * packed::kQ4KFactorBytes;
+    const __m512 scale = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
+    const __m512 min_scale = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d + 32)));
+    for (int r = 0; r < NA; ++r) {
+      const __m512 act_scale = _mm512_set1_ps(act[r][b].d);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(scale, act_scale), acc[r]);
+      acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum[r]), _mm512_mul_ps(min_scale, act_scale), acc[r]);
+    }
+  }
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * out_stride, acc[r]);
+}
+
+// q6_K: S = sum_g sc_g dot_g - 32 sum_g sc_g bsum_g per row and super-block (values stored as q + 32), as
+// DotQ6K of the avx2 set.
+template <int NA>
+void q6_k_group(int64_t n_blocks, const uint8_t* group, const q::BlockQ8K* const (&act)[NA], float* out,
+                int64_t out_stride) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  const __m512i zero = _mm512_setzero_si512();
+  const uint8_t* factors = group + n_blocks * packed::kQ6KBodyBytes;
+  __m512 acc[NA];
+  for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* body = group + b * packed::kQ6KBodyBytes;
+    __m512i sum[NA], bias[NA];
+    for (int r = 0; r < NA; ++r) sum[r] = bias[r] = zero;
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const __m512i scales = load(body + p * kZmm);  // int8 scales 4p .. 4p + 3 of each row
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const int g = 4 * p + j;
+        const __m512i scale = _mm512_srai_epi32(_mm512_shuffle_epi8(scales, lane_bytes(-1, -1, -1, j)), 24);
+        const uint8_t* runs = body + packed::kQ6KScaleBytes + g * packed::kQ6KGroupRunBytes;
+        const __m512i low01 = load(runs), low23 = load(runs + kZmm), high = load(runs + 2 * kZmm);
+        const __m512i v0 = _mm512_or_si512(_mm512_and_si512(low01, low4), _mm512_and_si512(_mm512_slli_epi16(high, 4), bits45));
+        const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low01, 4), low4),
+                                           _mm512_and_si512(_mm512_slli_epi16(high, 2), bits45));
+        const __m512i v2 = _mm512_or_si512(_mm512_and_si512(low23, low4), _mm512_and_si512(high, bits45));
+        const __m512i v3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low23, 4), low4),
+                                           _mm512_and_si512(_mm512_srli_epi16(high, 2), bits45));
+        for (int r = 0; r < NA; ++r) {
+          const int8_t* a = act[r][b].qs + 16 * g;
+          __m512i dot = _mm512_dpbusd_epi32(zero, v0, broadcast4(a));
+          dot = _mm512_dpbusd_epi32(dot, v1, broadcast4(a + 4));
+          dot = _mm512_dpbusd_epi32(dot, v2, broadcast4(a + 8));
+          dot = _mm512_dpbusd_epi32(dot, v3, broadcast4(a + 12));
+          sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(dot, scale));
+        }
+      }
+      // (sc_4p, sc_4p+1) and (sc_4p+2, sc_4p+3) as int16 against the matching bsums.
+      const __m512i scale_pair01 = _mm512_srai_epi16(_mm512_shuffle_epi8(scales, lane_bytes(-1, 0, -1, 1)), 8);
+      const __m512i scale_pair23 = _mm512_srai_epi16(_mm512_shuffle_epi8(scales, lane_bytes(-1, 2, -1, 3)), 8);
+      for (int r = 0; r < NA; ++r) {
+        bias[r] = _mm512_dpwssd_epi32(bias[r], scale_pair01, broadcast4(act[r][b].bsums + 4 * p));
+        bias[r] = _mm512_dpwssd_epi32(bias[r], scale_pair23, broadcast4(act[r][b].bsums + 4 * p + 2));
+      }
+    }
+    const __m512 scale = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(factors + b * packed::kQ6KFactorBytes)));
+    for (int r = 0; r < NA; ++r) {
+      const __m512i total = _mm512_sub_epi32(sum[r], _mm512_slli_epi32(bias[r], 5));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(scale, _mm512_set1_ps(act[r][b].d)), acc[r]);
+    }
+  }
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out + r * out_stride, acc[r]);
+}
+
+template <template <int> class Group>
+void packed_dot(int64_t n, const uint8_t* groups, int64_t n_groups, const uint8_t* activations, size_t act_row_bytes,
+                int64_t n_act_rows, float* out, int64_t out_stride, tensor::DType type) {
+  const int64_t n_blocks = n / q::kBlockK;
+  const size_t group_bytes = packed_group_bytes(type, n);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* group = groups + static_cast<size_t>(g) * group_bytes;
+    for (int64_t r0 = 0; r0 < n_act_rows; r0 += kMaxActRows) {
+      const auto row = [&](int64_t r) {
+        return reinterpret_cast<const q::BlockQ8K*>(activations + static_cast<size_t>(r0 + r) * act_row_bytes);
+      };
+      float* o = out + r0 * out_stride + g * kPackedGroupRows;
+      switch (std::min<int64_t>(kMaxActRows, n_act_rows - r0)) {
+        case 1: Group<1>::run(n_blocks, group, {row(0)}, o, out_stride); break;
+        case 2: Group<2>::run(n_blocks, group, {row(0), row(1)}, o, out_stride); break;
+        case 3: Group<3>::run(n_blocks, group, {row(0), row(1), row(2)}, o, out_stride); break;
+        default: Group<4>::run(n_blocks, group, {row(0), row(1), row(2), row(3)}, o, out_stride); break;
+      }
+    }
+  }
+}
+
+template <int NA>
+struct Q4KGroup {
+  static void run(int64_t n_blocks, const uint8_t* group, const q::BlockQ8K* const (&act)[NA], float* out,
+                  int64_t out_stride) {
+    q4_k_group<NA>(n_blocks, group, act, out, out_stride);
+  }
+};
+template <int NA>
+struct Q6KGroup {
+  static void run(int64_t n_blocks, const uint8_t* group, const q::BlockQ8K* const (&act)[NA], float* out,
+                  int64_t out_stride) {
+    q6_k_group<NA>(n_blocks, group, act, out, out_stride);
+  }
+};
+
+void packed_dot_q4_k(int64_t n, const uint8_t* groups, int64_t n_groups, const uint8_t* activations,
+                     size_t act_row_bytes, int64_t n_act_rows, float* out, int64_t out_stride) {
+  packed_dot<Q4KGroup>(n, groups, n_groups, activations, act_row_bytes, n_act_rows, out, out_stride,
+                       tensor::DType::q4_k);
+}
+void packed_dot_q6_k(int64_t n, const uint8_t* groups, int64_t n_groups, const uint8_t* activations,
+                     size_t act_row_bytes, int64_t n_act_rows, float* out, int64_t out_stride) {
+  packed_dot<Q6KGroup>(n, groups, n_groups, activations, act_row_bytes, n_act_rows, out, out_stride,
+                       tensor::DType::q6_k);
+}
+
+}  // namespace
+
+PackedDotFn packed_dot_fn(tensor::DType weight_type) {
+  switch (weight_type) {
+    case tensor::DType::q4_k: return packed_dot_q4_k;
+    case tensor::DType::q6_k: return packed_dot_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace rwd::kernels::cpu::avx512vnni
