@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <sys/mman.h>
+
 #include "base/log.h"
 #include "gguf/keys.h"
 #include "kernels/cpu/packed_weights.h"
@@ -54,7 +56,13 @@ bool Model::pack(tensor::Tensor& weight) {
     weight.packed = found->second;
     return true;
   }
-  void* packed = std::aligned_alloc(64, bytes);  // packed_weight_bytes is a multiple of 64
+  // Huge pages where the kernel grants them: a decode step streams every weight once, and with 4 KiB pages it
+  // takes a TLB miss per page.
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = bytes >= kHugePage;
+  const size_t allocated = huge ? (bytes + kHugePage - 1) / kHugePage * kHugePage : bytes;
+  void* packed = std::aligned_alloc(huge ? kHugePage : 64, allocated);  // packed_weight_bytes: a multiple of 64
+  if (packed != nullptr && huge) ::madvise(packed, allocated, MADV_HUGEPAGE);
   if (packed == nullptr) {  // slower without it, never wrong
     log_warn("cannot allocate {} bytes for the packed copy of {}; it stays in the file's layout", bytes, weight.name);
     return false;
