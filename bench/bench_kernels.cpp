@@ -98,7 +98,7 @@ void random_read_only_row(DType type, int64_t n, uint64_t seed, uint8_t* out) {
 struct Weight {
   std::vector<uint8_t> bytes;
   tensor::Tensor tensor;
-  std::unique_ptr<void, decltype(&std::free)> packed{nullptr, &std::free};
+  PackedBuffer packed;
 };
 
 std::unique_ptr<Weight> make_weight(DType type, int64_t n_out, int64_t n_in) {
@@ -124,7 +124,7 @@ std::unique_ptr<Weight> make_weight(DType type, int64_t n_out, int64_t n_in) {
   weight->tensor.data = weight->bytes.data();
   // As the model loads it: packed where the dispatched set has a packed layout for it.
   if (const size_t packed_bytes = packed_weight_bytes(kernel_isa(), weight->tensor); packed_bytes > 0) {
-    weight->packed.reset(std::aligned_alloc(64, packed_bytes));
+    weight->packed = allocate_packed(packed_bytes);
     pack_weight(kernel_isa(), weight->tensor, weight->packed.get());
     weight->tensor.packed = weight->packed.get();
   }

@@ -1,7 +1,5 @@
 #include "model/model.h"
 
-#include <sys/mman.h>
-
 #include "base/log.h"
 #include "gguf/keys.h"
 #include "kernels/cpu/packed_weights.h"
@@ -56,21 +54,15 @@ bool Model::pack(tensor::Tensor& weight) {
     weight.packed = found->second;
     return true;
   }
-  // Huge pages where the kernel grants them: a decode step streams every weight once, and with 4 KiB pages it
-  // takes a TLB miss per page.
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const bool huge = bytes >= kHugePage;
-  const size_t allocated = huge ? (bytes + kHugePage - 1) / kHugePage * kHugePage : bytes;
-  void* packed = std::aligned_alloc(huge ? kHugePage : 64, allocated);  // packed_weight_bytes: a multiple of 64
-  if (packed != nullptr && huge) ::madvise(packed, allocated, MADV_HUGEPAGE);
+  kernels::cpu::PackedBuffer packed = kernels::cpu::allocate_packed(bytes);
   if (packed == nullptr) {  // slower without it, never wrong
     log_warn("cannot allocate {} bytes for the packed copy of {}; it stays in the file's layout", bytes, weight.name);
     return false;
   }
-  kernels::cpu::pack_weight(isa, weight, packed);
-  packed_.emplace_back(packed);
-  packed_by_data_.emplace(weight.data, packed);
-  weight.packed = packed;
+  kernels::cpu::pack_weight(isa, weight, packed.get());
+  packed_by_data_.emplace(weight.data, packed.get());
+  weight.packed = packed.get();
+  packed_.push_back(std::move(packed));
   return true;
 }
 

@@ -3,7 +3,6 @@
 // threads) lives in ForwardContext and the state module.
 #pragma once
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +10,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
+#include "kernels/cpu/packed_weights.h"
 #include "model/hparams.h"
 #include "model/weights.h"
 #include "state/kv_cache.h"
@@ -56,10 +56,7 @@ class Model {
   // Sets weight.packed to a copy in the dispatched kernel set's packed layout (kernels/cpu/packed_weights.h),
   // made once per tensor data; false, leaving it unpacked, where the set has no packed layout for it.
   bool pack(tensor::Tensor& weight);
-  struct FreeBytes {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::vector<std::unique_ptr<void, FreeBytes>> packed_;
+  std::vector<kernels::cpu::PackedBuffer> packed_;
   std::map<const void*, const void*> packed_by_data_;
 };
 

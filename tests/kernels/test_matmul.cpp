@@ -267,14 +267,14 @@ class MatmulPacked : public ::testing::Test {
 // A weight with its packed copy, as Model::pack leaves it.
 struct PackedWeight {
   Weight weight;
-  std::unique_ptr<void, decltype(&std::free)> packed{nullptr, &std::free};
+  PackedBuffer packed;
 };
 
 PackedWeight packed_copy(Weight weight) {
-  PackedWeight result{std::move(weight)};
+  PackedWeight result{std::move(weight), nullptr};
   const size_t bytes = packed_weight_bytes(KernelIsa::avx512vnni, result.weight.tensor);
   EXPECT_GT(bytes, 0u) << tensor::dtype_name(result.weight.tensor.dtype);
-  result.packed.reset(std::aligned_alloc(64, bytes));
+  result.packed = allocate_packed(bytes);
   pack_weight(KernelIsa::avx512vnni, result.weight.tensor, result.packed.get());
   result.weight.tensor.data = result.weight.bytes.data();
   result.weight.tensor.packed = result.packed.get();

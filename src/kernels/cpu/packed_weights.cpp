@@ -14,6 +14,8 @@
 //   factors (32 bytes): d of rows 0..15 (fp16).
 #include "kernels/cpu/packed_weights.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -106,6 +108,16 @@ size_t packed_group_bytes(tensor::DType weight_type, int64_t n) {
     }
     default: return 0;
   }
+}
+
+PackedBuffer allocate_packed(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = bytes >= kHugePage;
+  const size_t allocated = huge ? (bytes + kHugePage - 1) / kHugePage * kHugePage : (bytes + kZmm - 1) / kZmm * kZmm;
+  PackedBuffer buffer(std::aligned_alloc(huge ? kHugePage : kZmm, allocated));
+  // Only a hint: without huge pages the weights are as correct, and slower to stream.
+  if (buffer != nullptr && huge) ::madvise(buffer.get(), allocated, MADV_HUGEPAGE);
+  return buffer;
 }
 
 size_t packed_weight_bytes(KernelIsa isa, const tensor::Tensor& weight) {

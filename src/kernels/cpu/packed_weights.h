@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "kernels/cpu/vec_dot.h"
 #include "tensor/tensor.h"
@@ -28,6 +30,15 @@ size_t packed_weight_bytes(KernelIsa isa, const tensor::Tensor& weight);
 // Group g (rows 16g .. 16g + 15) starts at g * packed_group_bytes(weight.dtype, weight.n_cols()), so the first
 // k groups of a packed weight are the packed layout of its first 16k rows.
 void pack_weight(KernelIsa isa, const tensor::Tensor& weight, void* out);
+
+struct FreePacked {
+  void operator()(void* p) const { std::free(p); }
+};
+using PackedBuffer = std::unique_ptr<void, FreePacked>;
+
+// Memory for a packed weight of `bytes` bytes: 64-byte aligned, on huge pages where the OS grants them (a decode
+// step streams every weight once; with 4 KiB pages it takes a TLB miss per page). Null when out of memory.
+PackedBuffer allocate_packed(size_t bytes);
 
 // Bytes of one packed group of 16 rows of n values (a multiple of 64).
 size_t packed_group_bytes(tensor::DType weight_type, int64_t n);
