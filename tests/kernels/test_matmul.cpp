@@ -264,6 +264,8 @@ class MatmulPacked : public ::testing::Test {
   }
 };
 
+constexpr DType kPackedTypes[] = {DType::q4_k, DType::q6_k, DType::q8_0, DType::q4_0, DType::q5_0};
+
 // A weight with its packed copy, as Model::pack leaves it.
 struct PackedWeight {
   Weight weight;
@@ -281,15 +283,21 @@ PackedWeight packed_copy(Weight weight) {
   return result;
 }
 
-// Every block at the top of its ranges: 6-bit scales and mins of 63 (q4_K), values 15 / 63, q6_K scales of -128
-// and 127 in turn, d = dmin = 1; the int32 sums reach their largest.
+// Every block at the top of its ranges: 6-bit scales and mins of 63 (q4_K), values 15 / 63 / 7 / 15, q6_K scales
+// of -128 and 127 in turn, q8_0 values of -128 and 127 in turn, d = dmin = 1; the int32 sums reach their largest.
 Weight extreme_weight(DType type, int64_t n_out, int64_t n_in) {
   Weight weight = make_weight(type, n_out, n_in, 1);
   std::fill(weight.bytes.begin(), weight.bytes.end(), uint8_t{0xFF});
   constexpr uint16_t kOne = 0x3C00;
-  const int64_t n_blocks = n_out * n_in / 256;
+  const int64_t n_blocks = n_out * n_in / tensor::dtype_traits(type).block_size;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    if (type == DType::q4_k) {
+    if (type == DType::q8_0) {
+      auto* block = reinterpret_cast<tensor::quant::BlockQ8_0*>(weight.bytes.data()) + b;
+      for (int j = 0; j < 32; ++j) block->qs[j] = static_cast<int8_t>(j % 2 == 0 ? -128 : 127);
+      block->d = kOne;
+    } else if (type == DType::q4_0 || type == DType::q5_0) {
+      std::memcpy(weight.bytes.data() + b * tensor::dtype_traits(type).block_bytes, &kOne, sizeof(kOne));
+    } else if (type == DType::q4_k) {
       auto* block = reinterpret_cast<tensor::quant::BlockQ4K*>(weight.bytes.data()) + b;
       block->d = block->dmin = kOne;
     } else {
@@ -313,13 +321,14 @@ std::vector<float> avx2_alone(const tensor::Tensor& weight, const std::vector<fl
   return alone;
 }
 
-// 48 rows (three groups) of 1280 values (5 super-blocks: an odd count, so q6_K groups end in padding), every
-// batch size that crosses a pass of 4 activation rows, on 1..3 threads.
+// 48 rows (three groups) of 1280 values (5 super-blocks: an odd count, so q6_K groups end in padding; 40 blocks
+// of 32, so the last of the 8 chains gets fewer blocks), every batch size that crosses a pass of 4 activation
+// rows, on 1..3 threads.
 TEST_F(MatmulPacked, BitIdenticalToAvx2ForEveryBatchAndThreadCount) {
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int n_threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(n_threads));
   constexpr int64_t kOut = 48, kIn = 1280, kMaxRows = 33;
-  for (DType type : {DType::q4_k, DType::q6_k}) {
+  for (DType type : kPackedTypes) {
     for (bool extreme : {false, true}) {
       SCOPED_TRACE(std::string(tensor::dtype_name(type)) + (extreme ? " extreme" : " random"));
       const PackedWeight packed =
@@ -348,7 +357,7 @@ TEST_F(MatmulPacked, BitIdenticalToAvx2ForEveryBatchAndThreadCount) {
 TEST_F(MatmulPacked, ViewsOfTheFirstRows) {
   ThreadPool pool(2);
   constexpr int64_t kOut = 64, kIn = 512, kRows = 3;
-  for (DType type : {DType::q4_k, DType::q6_k}) {
+  for (DType type : kPackedTypes) {
     const PackedWeight packed = packed_copy(make_weight(type, kOut, kIn, 501));
     test::QuantRandom random(50);
     const std::vector<float> x = random.row(kRows * kIn);
@@ -373,43 +382,47 @@ TEST_F(MatmulPacked, OnlyWholeGroupsOfTwoDimensionalKQuants) {
   EXPECT_EQ(packed_weight_bytes(KernelIsa::avx2, make_weight(DType::q4_k, 32, 256, 1).tensor), 0u);
   EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q4_k, 24, 256, 1).tensor), 0u);
   EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q5_k, 32, 256, 1).tensor), 0u);
-  EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q8_0, 32, 256, 1).tensor), 0u);
+  EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, make_weight(DType::q4_1, 32, 256, 1).tensor), 0u);
   Weight stacked = make_weight(DType::q6_k, 32, 256, 1);
   stacked.tensor.n_dims = 3;
   stacked.tensor.ne = {256, 16, 2, 1};
   EXPECT_EQ(packed_weight_bytes(KernelIsa::avx512vnni, stacked.tensor), 0u);
 }
 
-// Packed weights in one shared-input round (q, k, v of a Q4_K_M file: q4_K, q4_K, q6_K), and beside a weight in
-// the file's layout (separate rounds): the bits of separate calls.
+// Packed weights in one shared-input round (q, k, v of a Q4_K_M file: q4_K, q4_K, q6_K; of the 0.5B draft's:
+// q5_0, q5_0, q8_0), and beside a weight in the file's layout (separate rounds): the bits of separate calls.
 TEST_F(MatmulPacked, SharedInputEqualsSeparateCalls) {
   ThreadPool pool(2);
   constexpr int64_t kIn = 768;
-  std::vector<PackedWeight> packed;
-  packed.push_back(packed_copy(make_weight(DType::q4_k, 64, kIn, 502)));
-  packed.push_back(packed_copy(make_weight(DType::q4_k, 16, kIn, 503)));
-  packed.push_back(packed_copy(make_weight(DType::q6_k, 32, kIn, 504)));
-  const Weight plain = make_weight(DType::q4_k, 37, kIn, 505);
-  test::QuantRandom random(51);
-  const std::vector<float> x = random.row(9 * kIn);
-  for (int64_t n_rows : {1, 3, 4, 5, 9}) {
-    SCOPED_TRACE(std::to_string(n_rows) + " rows");
-    MatmulScratch scratch;
-    std::vector<std::vector<float>> separate, shared;
-    const tensor::Tensor* tensors[] = {&packed[0].weight.tensor, &packed[1].weight.tensor, &packed[2].weight.tensor,
-                                       &plain.tensor};
-    for (const tensor::Tensor* tensor : tensors) {
-      separate.push_back(nan_filled(n_rows * tensor->n_rows()));
-      matmul(*tensor, x.data(), n_rows, separate.back().data(), scratch, pool);
-      shared.push_back(nan_filled(n_rows * tensor->n_rows()));
-    }
-    matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[1], shared[1].data()}, {tensors[2], shared[2].data()}},
-                        x.data(), n_rows, scratch, pool);
-    matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[3], shared[3].data()}}, x.data(), n_rows, scratch,
-                        pool);
-    for (size_t i = 0; i < separate.size(); ++i) {
-      ASSERT_EQ(std::memcmp(shared[i].data(), separate[i].data(), separate[i].size() * sizeof(float)), 0)
-          << "weight " << i;
+  const std::vector<std::vector<DType>> trios = {{DType::q4_k, DType::q4_k, DType::q6_k},
+                                                 {DType::q5_0, DType::q5_0, DType::q8_0},
+                                                 {DType::q4_0, DType::q8_0, DType::q5_0}};
+  for (const std::vector<DType>& types : trios) {
+    std::vector<PackedWeight> packed;
+    const int64_t n_outs[] = {64, 16, 32};
+    for (size_t i = 0; i < types.size(); ++i) packed.push_back(packed_copy(make_weight(types[i], n_outs[i], kIn, 502 + i)));
+    const Weight plain = make_weight(types[0], 37, kIn, 505);  // 37 rows: left in the file's layout
+    test::QuantRandom random(51);
+    const std::vector<float> x = random.row(9 * kIn);
+    for (int64_t n_rows : {1, 3, 4, 5, 9}) {
+      SCOPED_TRACE(std::string(tensor::dtype_name(types[0])) + " trio, " + std::to_string(n_rows) + " rows");
+      MatmulScratch scratch;
+      std::vector<std::vector<float>> separate, shared;
+      const tensor::Tensor* tensors[] = {&packed[0].weight.tensor, &packed[1].weight.tensor, &packed[2].weight.tensor,
+                                         &plain.tensor};
+      for (const tensor::Tensor* tensor : tensors) {
+        separate.push_back(nan_filled(n_rows * tensor->n_rows()));
+        matmul(*tensor, x.data(), n_rows, separate.back().data(), scratch, pool);
+        shared.push_back(nan_filled(n_rows * tensor->n_rows()));
+      }
+      matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[1], shared[1].data()}, {tensors[2], shared[2].data()}},
+                          x.data(), n_rows, scratch, pool);
+      matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[3], shared[3].data()}}, x.data(), n_rows, scratch,
+                          pool);
+      for (size_t i = 0; i < separate.size(); ++i) {
+        ASSERT_EQ(std::memcmp(shared[i].data(), separate[i].data(), separate[i].size() * sizeof(float)), 0)
+            << "weight " << i;
+      }
     }
   }
 }

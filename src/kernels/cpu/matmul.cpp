@@ -14,11 +14,13 @@
 #include <cstdint>
 
 #include "base/check.h"
+#include "base/half.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/cpu/vec_dot_impl.h"
+#include "tensor/quant/blocks.h"
 
 namespace rwd::kernels::cpu {
 namespace {
@@ -116,6 +118,23 @@ PackedDotFn packed_for(KernelIsa isa, const tensor::Tensor& weight) {
 // Rows per chunk for a packed weight: whole groups.
 int64_t packed_chunk_rows(const tensor::Tensor& weight, int n_threads) {
   return (chunk_rows_for(weight, n_threads) + kPackedGroupRows - 1) / kPackedGroupRows * kPackedGroupRows;
+}
+
+// The sum and the float scale of every q8_0 block of the rows, for the blocks-of-32 packed kernels.
+const Block32ActivationTerms* block32_terms(const uint8_t* rows, size_t row_bytes, int64_t n_in, int64_t n_rows,
+                                            MatmulScratch& scratch) {
+  const int64_t n_blocks = n_in / tensor::quant::kBlock32;
+  scratch.activation_terms.resize(static_cast<size_t>(n_rows * n_blocks) * sizeof(Block32ActivationTerms));
+  auto* terms = reinterpret_cast<Block32ActivationTerms*>(scratch.activation_terms.data());
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* blocks = reinterpret_cast<const tensor::quant::BlockQ8_0*>(rows + static_cast<size_t>(r) * row_bytes);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      int32_t sum = 0;
+      for (int8_t v : blocks[b].qs) sum += v;
+      terms[r * n_blocks + b] = {sum, fp16_to_fp32(blocks[b].d)};
+    }
+  }
+  return terms;
 }
 
 // Runs body(begin, end) over chunks of weight rows taken from a shared counter by every thread of the pool.
@@ -239,6 +258,13 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
     parts[n_parts++] = {output.weight, output.y, kernel.tile, panel_dot, packed_dot, chunk_rows, n_chunks};
     n_chunks += (output.weight->n_rows() + chunk_rows - 1) / chunk_rows;
   }
+  // Weights packed at load read the plain rows, and those of blocks of 32 the rows' per-block terms too.
+  PackedActivations packed_act{act, act_row_bytes, nullptr};
+  for (size_t i = 0; i < n_parts; ++i) {
+    if (parts[i].packed_dot == nullptr || !packed_needs_block_terms(parts[i].weight->dtype)) continue;
+    packed_act.terms = block32_terms(act, act_row_bytes, n_in, n_rows, scratch);
+    break;
+  }
   std::atomic<int64_t> next_chunk{0};
   pool.run([&](int, int) {
     size_t part_index = 0;
@@ -254,7 +280,7 @@ void matmul_pairs(KernelIsa isa, std::initializer_list<MatmulOutput> outputs, co
       if (part.packed_dot != nullptr) {
         const size_t group_bytes = packed_group_bytes(weight.dtype, n_in);
         part.packed_dot(n_in, static_cast<const uint8_t*>(weight.packed) + begin / kPackedGroupRows * group_bytes,
-                        (end - begin) / kPackedGroupRows, act, act_row_bytes, n_rows, part.y + begin, n_out);
+                        (end - begin) / kPackedGroupRows, packed_act, n_rows, part.y + begin, n_out);
         continue;
       }
       if (part.panel_dot != nullptr) {

@@ -22,6 +22,7 @@ namespace rwd::kernels::cpu {
 // so a token step does not allocate once warmed up.
 struct MatmulScratch {
   std::vector<uint8_t> activations;
+  std::vector<uint8_t> activation_terms;  // per-block terms of the blocks-of-32 packed kernels (packed_layout.h)
 };
 
 // x: [n_rows, n_in] float, y: [n_rows, n_out] float (must not alias x).
