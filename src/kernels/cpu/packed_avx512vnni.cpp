@@ -1,9 +1,8 @@
-// The kernels of the packed q4_K and q6_K layouts (packed_weights.cpp) with AVX-512 VNNI: each int32 lane of a
-// zmm is one of a group's 16 weight rows, and a vpdpbusd against 4 activation bytes broadcast from memory does 4
-// values of all 16 rows. Up to kMaxActRows activation rows share each unpacked body; more rows take more passes
-// over the group while it sits in L1. The int32 sums per super-block are exact whatever their order, and the
-// float steps per super-block are the avx2 one-row kernels' (fused multiply-add of the sum with d_w * d_a, then
-// for q4_K a fused negative multiply-add of the min sum with dmin_w * d_a), one lane per row: every output is
+// The kernels of the packed layouts (packed_weights.cpp) with AVX-512 VNNI: each int32 lane of a zmm is one of
+// a group's 16 weight rows, and a vpdpbusd against 4 activation bytes broadcast from memory does 4 values of all
+// 16 rows. Up to kMaxActRows activation rows (blocks of 32: kMaxBlock32ActRows) share each unpacked body; more
+// rows take more passes over the group while it sits in L1. The int32 sums per block are exact whatever their
+// order, and the float steps are the avx2 one-row kernels' (vec_dot_avx2.h), one lane per row: every output is
 // bit-identical to the avx2 table's.
 // GCC 12's 512-bit intrinsics pass an _mm512_undefined_* value as the unused merge source, which its own
 // -Wuninitialized then reports at every call.

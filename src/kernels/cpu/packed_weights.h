@@ -1,10 +1,10 @@
-// Weights re-laid at load for kernels that read 16 weight rows at once (AVX-512 VNNI: q4_K and q6_K). In the
-// file's layout each weight row's blocks are its own, so a kernel that applies one row to a few activation rows
-// pays for unpacking the block's scales and reducing its sums once per weight row; a verify batch of 4 to 8
-// rows is then bound by those instructions, not by memory. Interleaving 16 rows puts one row in each int32 lane
-// of a zmm: one vpdpbusd with the activation's 4 bytes broadcast does 4 values of 16 rows, scales are unpacked
-// for 16 rows at once, and a row's float steps are the same steps, in the same order, as the one-row kernels'
-// (bit-identical results).
+// Weights re-laid at load for kernels that read 16 weight rows at once (AVX-512 VNNI: q4_K, q6_K, q8_0, q4_0,
+// q5_0). In the file's layout each weight row's blocks are its own, so a kernel that applies one row to a few
+// activation rows pays for unpacking the block's scales and reducing its sums once per weight row; a verify
+// batch of 4 to 8 rows is then bound by those instructions, not by memory. Interleaving 16 rows puts one row in
+// each int32 lane of a zmm: one vpdpbusd with the activation's 4 bytes broadcast does 4 values of 16 rows,
+// scales are unpacked for 16 rows at once, and a row's float steps are the same steps, in the same order, as
+// the one-row kernels' (bit-identical results).
 // The model owns the packed copy and keeps the file's bytes too (Tensor::packed beside Tensor::data): every
 // other kernel set, and anything that reads rows one by one (embeddings), reads the file's layout.
 #pragma once
