@@ -30,12 +30,16 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
   WeightBinder binder(*model, *file);
   REWIND_RETURN_IF_ERROR(arch->bind_weights(binder, model->hparams_, model->weights_));
   // A head tied to the embeddings is bound as token_embd, which stays in the file's layout for its row reads;
-  // the head gets a packed copy of its own.
+  // the head gets a packed copy of its own. Packing read every row of the file's copy: its pages go back too,
+  // and the rows of the tokens a prompt embeds come back from the file as they are read.
   Weights& w = model->weights_;
-  if (w.output.data == w.token_embd.data) model->pack(w.output);
+  bool tied_head_packed = w.output.data == w.token_embd.data && model->pack(w.output);
   for (NextnWeights& nextn : model->weights_.nextn) {
-    if (nextn.shared_head_head.data == w.token_embd.data) model->pack(nextn.shared_head_head);
+    if (nextn.shared_head_head.data == w.token_embd.data && model->pack(nextn.shared_head_head)) {
+      tied_head_packed = true;
+    }
   }
+  if (tied_head_packed) file->release(w.token_embd);
   model->file_ = std::move(file);
   int n_kv = 0;
   int n_recurrent = 0;

@@ -400,7 +400,9 @@ TEST_F(MatmulPacked, SharedInputEqualsSeparateCalls) {
   for (const std::vector<DType>& types : trios) {
     std::vector<PackedWeight> packed;
     const int64_t n_outs[] = {64, 16, 32};
-    for (size_t i = 0; i < types.size(); ++i) packed.push_back(packed_copy(make_weight(types[i], n_outs[i], kIn, 502 + i)));
+    for (size_t i = 0; i < types.size(); ++i) {
+      packed.push_back(packed_copy(make_weight(types[i], n_outs[i], kIn, 502 + i)));
+    }
     const Weight plain = make_weight(types[0], 37, kIn, 505);  // 37 rows: left in the file's layout
     test::QuantRandom random(51);
     const std::vector<float> x = random.row(9 * kIn);
@@ -415,8 +417,9 @@ TEST_F(MatmulPacked, SharedInputEqualsSeparateCalls) {
         matmul(*tensor, x.data(), n_rows, separate.back().data(), scratch, pool);
         shared.push_back(nan_filled(n_rows * tensor->n_rows()));
       }
-      matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[1], shared[1].data()}, {tensors[2], shared[2].data()}},
-                          x.data(), n_rows, scratch, pool);
+      matmul_shared_input(
+          {{tensors[0], shared[0].data()}, {tensors[1], shared[1].data()}, {tensors[2], shared[2].data()}}, x.data(),
+          n_rows, scratch, pool);
       matmul_shared_input({{tensors[0], shared[0].data()}, {tensors[3], shared[3].data()}}, x.data(), n_rows, scratch,
                           pool);
       for (size_t i = 0; i < separate.size(); ++i) {

@@ -140,7 +140,8 @@ void q6_k_group(int64_t n_blocks, const uint8_t* group, const q::BlockQ8K* const
         const __m512i scale = _mm512_srai_epi32(_mm512_shuffle_epi8(scales, lane_bytes(-1, -1, -1, j)), 24);
         const uint8_t* runs = body + packed::kQ6KScaleBytes + g * packed::kQ6KGroupRunBytes;
         const __m512i low01 = load(runs), low23 = load(runs + kZmm), high = load(runs + 2 * kZmm);
-        const __m512i v0 = _mm512_or_si512(_mm512_and_si512(low01, low4), _mm512_and_si512(_mm512_slli_epi16(high, 4), bits45));
+        const __m512i v0 = _mm512_or_si512(_mm512_and_si512(low01, low4),
+                                           _mm512_and_si512(_mm512_slli_epi16(high, 4), bits45));
         const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low01, 4), low4),
                                            _mm512_and_si512(_mm512_slli_epi16(high, 2), bits45));
         const __m512i v2 = _mm512_or_si512(_mm512_and_si512(low23, low4), _mm512_and_si512(high, bits45));
@@ -246,8 +247,10 @@ void block32_group(int64_t n_blocks, const uint8_t* group, const q::BlockQ8_0* c
     }
   }
   for (int r = 0; r < NA; ++r) {
-    const __m512 low = _mm512_add_ps(_mm512_add_ps(chains[0][r], chains[1][r]), _mm512_add_ps(chains[2][r], chains[3][r]));
-    const __m512 high = _mm512_add_ps(_mm512_add_ps(chains[4][r], chains[5][r]), _mm512_add_ps(chains[6][r], chains[7][r]));
+    const __m512 low =
+        _mm512_add_ps(_mm512_add_ps(chains[0][r], chains[1][r]), _mm512_add_ps(chains[2][r], chains[3][r]));
+    const __m512 high =
+        _mm512_add_ps(_mm512_add_ps(chains[4][r], chains[5][r]), _mm512_add_ps(chains[6][r], chains[7][r]));
     _mm512_storeu_ps(out + r * out_stride, _mm512_add_ps(low, high));
   }
 }
@@ -275,7 +278,8 @@ void packed_dot_k(int64_t n, const uint8_t* groups, int64_t n_groups, const Pack
   for_each_group(n, groups, n_groups, n_act_rows, kMaxActRows, out, out_stride, type,
                  [&](const uint8_t* group, int64_t r0, int64_t count, float* o) {
                    const auto row = [&](int64_t r) {
-                     return reinterpret_cast<const q::BlockQ8K*>(act.rows + static_cast<size_t>(r0 + r) * act.row_bytes);
+                     const size_t offset = static_cast<size_t>(r0 + r) * act.row_bytes;
+                     return reinterpret_cast<const q::BlockQ8K*>(act.rows + offset);
                    };
                    switch (count) {
                      case 1: kGroup1(n_blocks, group, {row(0)}, o, out_stride); break;
@@ -293,7 +297,8 @@ void packed_dot_block32(int64_t n, const uint8_t* groups, int64_t n_groups, cons
   for_each_group(n, groups, n_groups, n_act_rows, kMaxBlock32ActRows, out, out_stride, type,
                  [&](const uint8_t* group, int64_t r0, int64_t count, float* o) {
                    const auto row = [&](int64_t r) {
-                     return reinterpret_cast<const q::BlockQ8_0*>(act.rows + static_cast<size_t>(r0 + r) * act.row_bytes);
+                     const size_t offset = static_cast<size_t>(r0 + r) * act.row_bytes;
+                     return reinterpret_cast<const q::BlockQ8_0*>(act.rows + offset);
                    };
                    const auto terms = [&](int64_t r) { return act.terms + (r0 + r) * n_blocks; };
                    if (count == 1) {

@@ -30,7 +30,8 @@ inline size_t block32_chunk_offset(int64_t b, size_t body_bytes) {
   return static_cast<size_t>(b / kBlock32Chunk) * (kBlock32ChunkFactorBytes + kBlock32Chunk * body_bytes);
 }
 inline size_t block32_body_offset(int64_t b, size_t body_bytes) {
-  return block32_chunk_offset(b, body_bytes) + kBlock32ChunkFactorBytes + static_cast<size_t>(b % kBlock32Chunk) * body_bytes;
+  return block32_chunk_offset(b, body_bytes) + kBlock32ChunkFactorBytes +
+         static_cast<size_t>(b % kBlock32Chunk) * body_bytes;
 }
 inline size_t block32_factor_offset(int64_t b, size_t body_bytes) {
   return block32_chunk_offset(b, body_bytes) + static_cast<size_t>(b % kBlock32Chunk) * kBlock32FactorBytes;

@@ -13,8 +13,9 @@
 //     that order from bit 0.
 //   factors (32 bytes): d of rows 0..15 (fp16).
 // q8_0, q4_0, q5_0, a group: chunks of 8 blocks, each the 8 blocks' factors (d of rows 0..15, fp16, 32 bytes a
-// block; 8 of them even in a last, shorter chunk) then their bodies; padding to a multiple of 64 bytes. Values are stored unsigned (value + 128, + 8, + 16); run v of a body
-// holds values 4v .. 4v + 3 of each row, so the kernel broadcasts the activation bytes 4v .. 4v + 3 against it.
+// block; room for 8 even in a last, shorter chunk) then their bodies; padding to a multiple of 64 bytes. Values
+// are stored unsigned (value + 128, + 8, + 16); run v of a body holds values 4v .. 4v + 3 of each row, so the
+// kernel broadcasts the activation bytes 4v .. 4v + 3 against it.
 //   q8_0 body: 8 runs of 16 x 4 bytes, value + 128.
 //   q4_0 body: 4 runs of the file's qs bytes 4q .. 4q + 3: low nibbles are values 4q + t, high nibbles 16 + 4q + t.
 //   q5_0 body: q4_0's 4 runs, then one run whose byte t has, in bit v, the fifth bit of value 4v + t.
@@ -76,7 +77,8 @@ void pack_q6_k_group(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, ui
     uint16_t* d = reinterpret_cast<uint16_t*>(factors + b * packed::kQ6KFactorBytes);
     for (int r = 0; r < kPackedGroupRows; ++r) {
       const auto& block = reinterpret_cast<const q::BlockQ6K*>(rows + r * row_bytes)[b];
-      for (int p = 0; p < 4; ++p) store_u32(body + p * kZmm + 4 * r, load_u32(reinterpret_cast<const uint8_t*>(block.scales) + 4 * p));
+      const auto* scales = reinterpret_cast<const uint8_t*>(block.scales);
+      for (int p = 0; p < 4; ++p) store_u32(body + p * kZmm + 4 * r, load_u32(scales + 4 * p));
       for (int j = 0; j < 16; ++j) {
         // Group j's 16 values (blocks.h): value 16j + s has the low nibble `quarter / 2` of ql[ql_base + s] and
         // bits 2 * quarter of qh[qh_base + s], where quarter is the 32-value run of its 128-value half.
@@ -101,11 +103,6 @@ void pack_q6_k_group(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, ui
   }
 }
 
-template <typename Block>
-uint16_t block_scale(const Block& block) {
-  return block.d;
-}
-
 // Blocks of 32: each block's d and its body, written by write_body(block, where row r's bytes start).
 template <typename Block, size_t kBodyBytes, typename WriteBody>
 void pack_block32_group(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* group, WriteBody write_body) {
@@ -114,7 +111,7 @@ void pack_block32_group(const uint8_t* rows, size_t row_bytes, int64_t n_blocks,
     for (int r = 0; r < kPackedGroupRows; ++r) {
       const Block& block = reinterpret_cast<const Block*>(rows + r * row_bytes)[b];
       write_body(block, group + packed::block32_body_offset(b, kBodyBytes) + 4 * r);
-      d[r] = block_scale(block);
+      d[r] = block.d;
     }
   }
 }
