@@ -268,6 +268,12 @@ void for_each_group(int64_t n, const uint8_t* groups, int64_t n_groups, int64_t 
   }
 }
 
+// Activation row r's first block.
+template <typename Block>
+const Block* activation_row(const PackedActivations& act, int64_t r) {
+  return reinterpret_cast<const Block*>(act.rows + static_cast<size_t>(r) * act.row_bytes);
+}
+
 template <void (*kGroup1)(int64_t, const uint8_t*, const q::BlockQ8K* const (&)[1], float*, int64_t),
           void (*kGroup2)(int64_t, const uint8_t*, const q::BlockQ8K* const (&)[2], float*, int64_t),
           void (*kGroup3)(int64_t, const uint8_t*, const q::BlockQ8K* const (&)[3], float*, int64_t),
@@ -277,10 +283,7 @@ void packed_dot_k(int64_t n, const uint8_t* groups, int64_t n_groups, const Pack
   const int64_t n_blocks = n / q::kBlockK;
   for_each_group(n, groups, n_groups, n_act_rows, kMaxActRows, out, out_stride, type,
                  [&](const uint8_t* group, int64_t r0, int64_t count, float* o) {
-                   const auto row = [&](int64_t r) {
-                     const size_t offset = static_cast<size_t>(r0 + r) * act.row_bytes;
-                     return reinterpret_cast<const q::BlockQ8K*>(act.rows + offset);
-                   };
+                   const auto row = [&](int64_t r) { return activation_row<q::BlockQ8K>(act, r0 + r); };
                    switch (count) {
                      case 1: kGroup1(n_blocks, group, {row(0)}, o, out_stride); break;
                      case 2: kGroup2(n_blocks, group, {row(0), row(1)}, o, out_stride); break;
@@ -296,10 +299,7 @@ void packed_dot_block32(int64_t n, const uint8_t* groups, int64_t n_groups, cons
   const int64_t n_blocks = n / q::kBlock32;
   for_each_group(n, groups, n_groups, n_act_rows, kMaxBlock32ActRows, out, out_stride, type,
                  [&](const uint8_t* group, int64_t r0, int64_t count, float* o) {
-                   const auto row = [&](int64_t r) {
-                     const size_t offset = static_cast<size_t>(r0 + r) * act.row_bytes;
-                     return reinterpret_cast<const q::BlockQ8_0*>(act.rows + offset);
-                   };
+                   const auto row = [&](int64_t r) { return activation_row<q::BlockQ8_0>(act, r0 + r); };
                    const auto terms = [&](int64_t r) { return act.terms + (r0 + r) * n_blocks; };
                    if (count == 1) {
                      block32_group<Values, 1>(n_blocks, group, {row(0)}, {terms(0)}, o, out_stride);
