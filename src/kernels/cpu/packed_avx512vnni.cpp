@@ -26,7 +26,6 @@ constexpr int kMaxActRows = 4;
 // Blocks of 32 keep 8 chains per activation row in registers: 2 rows at a time.
 constexpr int64_t kMaxBlock32ActRows = 2;
 constexpr size_t kZmm = 64;
-constexpr size_t kPrefetchAhead = 4608;
 
 inline __attribute__((always_inline)) __m512i load(const uint8_t* p) { return _mm512_load_si512(p); }
 

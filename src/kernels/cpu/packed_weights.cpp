@@ -177,7 +177,7 @@ size_t packed_group_bytes(tensor::DType weight_type, int64_t n) {
 PackedBuffer allocate_packed(size_t bytes) {
   constexpr size_t kHugePage = size_t{2} << 20;
   const bool huge = bytes >= kHugePage;
-  const size_t allocated = huge ? (bytes + kHugePage - 1) / kHugePage * kHugePage : (bytes + kZmm - 1) / kZmm * kZmm;
+  const size_t allocated = huge ? (bytes + kHugePage - 1) / kHugePage * kHugePage : round_up_to_zmm(bytes);
   PackedBuffer buffer(std::aligned_alloc(huge ? kHugePage : kZmm, allocated));
   // Only a hint: without huge pages the weights are as correct, and slower to stream.
   if (buffer != nullptr && huge) ::madvise(buffer.get(), allocated, MADV_HUGEPAGE);
