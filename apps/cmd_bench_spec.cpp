@@ -263,7 +263,9 @@ std::string command_line(const BenchSpecOptions& options) {
                                     options.model, options.prompts, options.spec, options.rollback, options.draft_max,
                                     options.slots, options.reps, options.n_gen, options.n_threads, options.n_ctx);
   if (!options.draft_model.empty()) command += " --draft-model " + options.draft_model;
-  if (options.draft_vocab > 0) command += fmt::format(" --draft-vocab {}", options.draft_vocab);
+  if (options.draft_vocab != SpecOptions::kDraftVocabAuto) {
+    command += fmt::format(" --draft-vocab {}", options.draft_vocab);
+  }
   if (options.max_prompts > 0) command += fmt::format(" --max-prompts {}", options.max_prompts);
   if (!options.adaptive) command += " --fixed-draft";
   if (options.chat) command += " --chat";
@@ -416,7 +418,7 @@ void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_c
   CLI::App* cmd = bench.add_subcommand("spec", "speculative decoding grid against plain decoding, with a report");
   cmd->add_option("-m,--model", options.model, "GGUF model file")->required();
   cmd->add_option("--draft-model", options.draft_model, "draft model for --spec draft");
-  cmd->add_option("--draft-vocab", options.draft_vocab, "--spec draft: the draft scores only token ids below N (0: all)");
+  add_draft_vocab_option(*cmd, options.draft_vocab);
   options.prompts = "bench/prompts/code.jsonl,bench/prompts/prose.jsonl,bench/prompts/knowledge.jsonl";
   cmd->add_option("--prompts", options.prompts, "JSONL prompt files ({\"prompt\": ...} per line), one workload each")
       ->capture_default_str();

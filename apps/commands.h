@@ -49,7 +49,7 @@ void register_mkmodel(CLI::App& app, MkModelOptions& options, int& exit_code);
 struct BenchSpecOptions {
   std::string model;
   std::string draft_model;
-  int64_t draft_vocab = 0;
+  int64_t draft_vocab = rwd::SpecOptions::kDraftVocabAuto;
   std::string prompts;                                // JSONL files, comma-separated: one workload each
   std::string spec = "ngram";                         // proposers, comma-separated
   std::string rollback = "replay,snapshot,checkpoint";
@@ -119,6 +119,8 @@ double percentile(std::vector<double> values, double p);
 // The speculation flags `run` and `serve` share: --spec (choices: `modes`), --draft-model, --draft-max,
 // --draft-min, --rollback, --ngram-min/max, --fixed-draft and --rewind-depth.
 void add_speculation_options(CLI::App& cmd, rwd::EngineOptions& engine, const std::string& modes);
+// --draft-vocab N|auto into SpecOptions::draft_vocab (auto: SpecOptions::kDraftVocabAuto).
+void add_draft_vocab_option(CLI::App& cmd, int64_t& draft_vocab);
 // --cache-type-k/-v, defaulting to f16.
 void add_cache_type_options(CLI::App& cmd, rwd::EngineOptions& engine);
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <sstream>
 
@@ -46,16 +47,34 @@ double percentile(std::vector<double> values, double p) {
   return values[low] + (values[high] - values[low]) * (rank - static_cast<double>(low));
 }
 
+void add_draft_vocab_option(CLI::App& cmd, int64_t& draft_vocab) {
+  cmd.add_option_function<std::string>(
+         "--draft-vocab",
+         [&draft_vocab](const std::string& value) {
+           if (value == "auto") {
+             draft_vocab = SpecOptions::kDraftVocabAuto;
+             return;
+           }
+           int64_t parsed = 0;
+           const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+           if (error != std::errc() || end != value.data() + value.size() || parsed < 0) {
+             throw CLI::ValidationError("--draft-vocab", "expected auto or a number >= 0, got '" + value + "'");
+           }
+           draft_vocab = parsed;
+         },
+         "--spec draft: the draft scores only token ids below N, the frequent ones of a BPE vocabulary, in rounds "
+         "whose recent tokens mostly lie there (less to read per draft token; output unchanged; 0: all; auto: "
+         "32768 for vocabularies over 65536 ids)")
+      ->default_str("auto");
+}
+
 void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::string& modes) {
   SpecOptions& spec = engine.spec;
   cmd.add_option("--spec", spec.mode, "speculative decoding: " + modes)->capture_default_str();
   cmd.add_option("--draft-model", spec.draft_model, "draft model for --spec draft (same vocabulary)");
   cmd.add_option("--draft-max", spec.draft_max, "most tokens drafted per round")->capture_default_str();
   cmd.add_option("--draft-min", spec.draft_min, "fewest tokens drafted per round")->capture_default_str();
-  cmd.add_option("--draft-vocab", spec.draft_vocab,
-                 "--spec draft: the draft scores only token ids below N, the frequent ones of a BPE vocabulary "
-                 "(less to read per draft token; output unchanged; 0: all)")
-      ->capture_default_str();
+  add_draft_vocab_option(cmd, spec.draft_vocab);
   cmd.add_option("--rollback", spec.rollback, "recurrent-state rollback: replay, snapshot, checkpoint, none")
       ->capture_default_str();
   cmd.add_option("--rewind-depth", engine.rewind_depth,

@@ -8,8 +8,8 @@
 For each prompt (by default code completion, code editing, an open question; or the raw-text prompts of a
 --prompts JSONL file), one slot, --threads threads, up to --n-predict tokens (stopping at end of sequence),
 greedy unless --temp, it runs each of --modes at each --draft-max:
-  rewind:    plain, --spec draft (the draft model), --spec ngram, --spec mtp   (`rewind run --json`), and with
-             --draft-vocab N also the draft model scoring only ids below N
+  rewind:    plain, --spec draft (the draft model, --draft-vocab auto), --spec ngram, --spec mtp
+             (`rewind run --json`), and with --draft-vocab V also the draft model with --draft-vocab V (0: every id)
   llama.cpp: plain (llama-completion), draft-simple, ngram-simple, draft-mtp    (llama-speculative-simple)
 and prints generation tokens/s, the speed-up over the same engine's plain decoding, and draft acceptance, per
 prompt and pooled over the prompts (speed-up: geometric mean; acceptance: all drafted tokens together).
@@ -172,8 +172,8 @@ def main():
     parser.add_argument("--draft-max", default="8", help="draft lengths, comma-separated")
     parser.add_argument("--temp", type=float, default=0.0, help="sampling temperature (0: greedy)")
     parser.add_argument("-r", "--reps", type=int, default=3)
-    parser.add_argument("--draft-vocab", type=int, default=0,
-                        help="also run rewind's draft with --draft-vocab N (the draft scores only ids below N)")
+    parser.add_argument("--draft-vocab",
+                        help="also run rewind's draft with --draft-vocab V (0: it scores every id; N: ids below N)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     depths = [int(d) for d in args.draft_max.split(",") if d]
@@ -187,7 +187,7 @@ def main():
     if args.temp < 0:
         sys.exit("--temp must be >= 0")
 
-    rewind_modes = modes + (["draft-vocab"] if args.draft_vocab and "draft" in modes else [])
+    rewind_modes = modes + (["draft-vocab"] if args.draft_vocab is not None and "draft" in modes else [])
     engines = {"rewind": [("plain", 0)] + [(m, d) for m in rewind_modes for d in depths]}
     if args.llama_bin:
         engines["llama.cpp"] = [("plain", 0)] + [(m, d) for m in modes for d in depths]

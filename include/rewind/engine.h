@@ -20,7 +20,10 @@ struct SpecOptions {
   std::string draft_model;         // draft: a GGUF with the target's vocabulary
   int draft_max = 8;               // most tokens drafted per round
   int draft_min = 1;               // fewest, when the policy drafts at all
-  int64_t draft_vocab = 0;         // draft: score only token ids below this (0: the whole vocabulary)
+  // draft: score only token ids below this, the frequent ids of a BPE vocabulary, in rounds whose recent tokens
+  // mostly lie there (0: the whole vocabulary; auto: 32768 for drafts of more than 65536 ids, else 0).
+  static constexpr int64_t kDraftVocabAuto = -1;
+  int64_t draft_vocab = kDraftVocabAuto;
   std::string rollback = "replay";  // replay | snapshot | checkpoint | none
   // ngram: lookup sizes, longest first. Matches shorter than 3 tokens draft mostly noise: on code-editing
   // prompts with Qwen2.5-Coder-1.5B, 3..8 ran 1.24x plain where 1..3 ran 1.12x (README, speculation options).

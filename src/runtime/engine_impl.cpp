@@ -107,9 +107,9 @@ Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
   if (spec.mode == "draft" && spec.draft_model.empty()) {
     return Status::error("--spec draft needs a draft model (--draft-model FILE)");
   }
-  if (spec.draft_vocab < 0 || (spec.draft_vocab > 0 && spec.mode != "draft")) {
-    return Status::errorf("draft-vocab applies to --spec draft and must be >= 0 (0: all), got {} with mode '{}'",
-                          spec.draft_vocab, spec.mode);
+  if (spec.draft_vocab < SpecOptions::kDraftVocabAuto || (spec.draft_vocab > 0 && spec.mode != "draft")) {
+    return Status::errorf("draft-vocab applies to --spec draft and must be >= 0 (0: all) or auto, got {} with "
+                          "mode '{}'", spec.draft_vocab, spec.mode);
   }
   if (spec.mode != "draft" && !spec.draft_model.empty()) {
     return Status::errorf("a draft model was given but the speculation mode is '{}' (use --spec draft)", spec.mode);
@@ -215,8 +215,10 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   if (spec.mode == "ngram") {
     engine->proposer_ = std::make_unique<spec::NgramProposer>(spec.ngram_min, spec.ngram_max);
   } else if (spec.mode == "draft") {
+    const int64_t draft_vocab = spec.draft_vocab == SpecOptions::kDraftVocabAuto ? spec::DraftModelOptions::kAutoVocab
+                                                                                   : spec.draft_vocab;
     spec::DraftModelOptions draft{spec.draft_model, options.n_slots, options.n_ctx, options.n_batch, spec.draft_max,
-                                  policy, spec.draft_vocab};
+                                  policy, draft_vocab};
     REWIND_ASSIGN_OR_RETURN(auto proposer, spec::DraftModelProposer::create(draft, engine->model_->hparams().n_vocab,
                                                                             *engine->pool_));
     engine->proposer_ = std::move(proposer);

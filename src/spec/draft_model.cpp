@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/log.h"
 #include "sampling/logprobs.h"
 #include "spec/draft_tree.h"
 
@@ -19,6 +20,15 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
   if (options.vocab > n_vocab) {
     return Status::errorf("draft-vocab {} exceeds the draft model's vocabulary of {} tokens", options.vocab, n_vocab);
   }
+  if (options.vocab == DraftModelOptions::kAutoVocab) {
+    proposer->frequent_ids_ = n_vocab > DraftModelOptions::kLargeVocab ? DraftModelOptions::kFrequentIds : 0;
+  } else if (options.vocab < n_vocab) {
+    proposer->frequent_ids_ = options.vocab;
+  }
+  if (proposer->frequent_ids_ > 0) {
+    log_info("draft model: scoring ids below {} of {} where a slot's recent tokens lie there (--draft-vocab)",
+             proposer->frequent_ids_, n_vocab);
+  }
   state::StateOptions state_options{options.n_slots, options.n_ctx, options.policy, options.max_draft, 0};
   state_options.txn_working_copy = true;  // a draft round is max_draft one-token forwards of one transaction
   if (proposer->model_->recurrent_specs().size() > 0 && options.policy == state::RollbackPolicy::none) {
@@ -29,7 +39,6 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(const Dra
                                                          proposer->model_->recurrent_specs(), state_options);
   proposer->forward_ = std::make_unique<model::ForwardContext>(*proposer->model_, pool,
                                                                std::max<int64_t>(options.n_batch, options.n_slots));
-  if (options.vocab > 0) proposer->forward_->set_logit_vocab(options.vocab);
   proposer->slots_.resize(static_cast<size_t>(options.n_slots));
   if (const Status warmed = proposer->warm_up(); !warmed) {
     return warmed.with_context(options.path + ": draft model warm-up forward");
@@ -97,6 +106,17 @@ Status DraftModelProposer::catch_up_until(const ProposeRequest& request, int64_t
   return Status::ok();
 }
 
+int64_t round_logit_vocab(std::span<const std::span<const int32_t>> recent_tokens, int64_t frequent_ids,
+                          int64_t n_vocab) {
+  if (frequent_ids <= 0 || frequent_ids >= n_vocab) return n_vocab;
+  for (const std::span<const int32_t> tokens : recent_tokens) {
+    const std::span<const int32_t> recent = tokens.last(std::min<size_t>(tokens.size(), kRecentTokens));
+    const auto outside = std::count_if(recent.begin(), recent.end(), [&](int32_t id) { return id >= frequent_ids; });
+    if (outside * kMaxOutsideShare > static_cast<int64_t>(recent.size())) return n_vocab;
+  }
+  return frequent_ids;
+}
+
 namespace {
 
 // Whether the request wants a draft and its next token has room in the draft model's context.
@@ -129,6 +149,9 @@ Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
     REWIND_RETURN_IF_ERROR(catch_up_until(requests[r], per_slot - 1));
     active.push_back(r);
   }
+  std::vector<std::span<const int32_t>> drafting_tokens;
+  for (size_t r : active) drafting_tokens.push_back(requests[r].tokens);
+  forward_->set_logit_vocab(round_logit_vocab(drafting_tokens, frequent_ids_, model_->hparams().n_vocab));
   // Round 0: each slot's remaining catch-up (plain) and its newest token (the transaction's first); then one
   // drafted token per forward.
   batch_.clear();

@@ -112,6 +112,7 @@ TEST_F(Cli, BadInputGivesAClearErrorAndExitStatusOne) {
       {"mkmodel --arch qwen3 --dtype q3_x -o " + (dir_ / "x.gguf").string(), "q3_x"},
       {"inspect " + garbage, "garbage.gguf"},
       {"bench -m " + model_ + " -d -1", "--depth >= 0"},
+      {"run -m " + model_ + " -p hi --spec ngram --draft-vocab 64", "draft-vocab applies to --spec draft"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_command(bin() + " " + c.args);
@@ -119,6 +120,17 @@ TEST_F(Cli, BadInputGivesAClearErrorAndExitStatusOne) {
     EXPECT_NE(r.out.find(c.expected), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.find("internal check failed"), std::string::npos) << c.args;
   }
+}
+
+// Flag values CLI11 refuses while parsing exit with its own status (not 1), naming the flag and the value.
+TEST_F(Cli, DraftVocabTakesAutoOrACount) {
+  for (const std::string value : {"some", "-3", "12x"}) {
+    const CommandResult r = run_command(bin() + " run -m " + model_ + " -p hi --draft-vocab " + value);
+    EXPECT_NE(r.status, 0) << value;
+    EXPECT_NE(r.out.find("--draft-vocab: expected auto or a number >= 0, got '" + value + "'"), std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(run_command(bin() + " run -m " + model_ + " -p hi -n 2 --draft-vocab auto").status, 0);
 }
 
 }  // namespace
