@@ -218,7 +218,10 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
     const int64_t draft_vocab = spec.draft_vocab == SpecOptions::kDraftVocabAuto ? spec::DraftModelOptions::kAutoVocab
                                                                                    : spec.draft_vocab;
     spec::DraftModelOptions draft{spec.draft_model, options.n_slots, options.n_ctx, options.n_batch, spec.draft_max,
-                                  policy, draft_vocab};
+                                  policy, draft_vocab, {}};
+    for (int32_t id = 0; id < engine->tokenizer_->n_vocab(); ++id) {
+      if (engine->tokenizer_->is_control(id)) draft.control_ids.push_back(id);
+    }
     REWIND_ASSIGN_OR_RETURN(auto proposer, spec::DraftModelProposer::create(draft, engine->model_->hparams().n_vocab,
                                                                             *engine->pool_));
     engine->proposer_ = std::move(proposer);

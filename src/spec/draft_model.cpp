@@ -107,12 +107,19 @@ Status DraftModelProposer::catch_up_until(const ProposeRequest& request, int64_t
 }
 
 int64_t round_logit_vocab(std::span<const std::span<const int32_t>> recent_tokens, int64_t frequent_ids,
-                          int64_t n_vocab) {
+                          int64_t n_vocab, std::span<const int32_t> control_ids) {
   if (frequent_ids <= 0 || frequent_ids >= n_vocab) return n_vocab;
+  const auto is_control = [&](int32_t id) { return std::binary_search(control_ids.begin(), control_ids.end(), id); };
   for (const std::span<const int32_t> tokens : recent_tokens) {
     const std::span<const int32_t> recent = tokens.last(std::min<size_t>(tokens.size(), kRecentTokens));
-    const auto outside = std::count_if(recent.begin(), recent.end(), [&](int32_t id) { return id >= frequent_ids; });
-    if (outside * kMaxOutsideShare > static_cast<int64_t>(recent.size())) return n_vocab;
+    int64_t text = 0, outside = 0;
+    for (const int32_t id : recent) {
+      // Control tokens lie outside in Qwen's vocabulary, so only those are looked up.
+      if (id >= frequent_ids && is_control(id)) continue;
+      ++text;
+      outside += id >= frequent_ids;
+    }
+    if (outside * kMaxOutsideShare > text) return n_vocab;
   }
   return frequent_ids;
 }
@@ -151,7 +158,8 @@ Status DraftModelProposer::propose(std::span<const ProposeRequest> requests,
   }
   std::vector<std::span<const int32_t>> drafting_tokens;
   for (size_t r : active) drafting_tokens.push_back(requests[r].tokens);
-  forward_->set_logit_vocab(round_logit_vocab(drafting_tokens, frequent_ids_, model_->hparams().n_vocab));
+  forward_->set_logit_vocab(
+      round_logit_vocab(drafting_tokens, frequent_ids_, model_->hparams().n_vocab, options_.control_ids));
   // Round 0: each slot's remaining catch-up (plain) and its newest token (the transaction's first); then one
   // drafted token per forward.
   batch_.clear();

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "model/forward_context.h"
@@ -35,14 +36,18 @@ struct DraftModelOptions {
   // acceptance on the pair's prompts), as FR-Spec and EAGLE-3's reduced draft vocabularies found for Llama 3.
   static constexpr int64_t kLargeVocab = 65536;
   static constexpr int64_t kFrequentIds = 32768;
+  // Sorted ids the choice of vocabulary does not count: the target's control tokens (a chat template's
+  // markers, Qwen's at ids 151643 and up), which are not text the draft predicts.
+  std::vector<int32_t> control_ids;
 };
 
-// The number of logit rows a draft round scores: frequent_ids while at most one in kMaxOutsideShare of each
-// drafting slot's last kRecentTokens tokens lies at or above it, else n_vocab. A token the draft cannot score
-// is a rejected draft; at the pair's costs (a draft token 0.42 of a target step with every row, 0.30 with the
-// first 32768) the smaller head stops paying when about one token in eight lies outside it.
+// The number of logit rows a draft round scores: frequent_ids while at most one in kMaxOutsideShare of the text
+// tokens (those not in control_ids) among each drafting slot's last kRecentTokens tokens lies at or above it,
+// else n_vocab. A token the draft cannot score is a rejected draft; at the pair's costs (a draft token 0.42 of
+// a target step with every row, 0.30 with the first 32768) the smaller head stops paying when about one token in
+// eight lies outside it.
 int64_t round_logit_vocab(std::span<const std::span<const int32_t>> recent_tokens, int64_t frequent_ids,
-                          int64_t n_vocab);
+                          int64_t n_vocab, std::span<const int32_t> control_ids);
 inline constexpr int64_t kRecentTokens = 256;
 inline constexpr int64_t kMaxOutsideShare = 8;
 

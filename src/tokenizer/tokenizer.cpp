@@ -370,6 +370,10 @@ int32_t Tokenizer::bos_id() const { return impl_->vocab.bos_id; }
 int32_t Tokenizer::eos_id() const { return impl_->vocab.eos_id; }
 int32_t Tokenizer::eot_id() const { return impl_->vocab.eot_id; }
 
+bool Tokenizer::is_control(int32_t id) const {
+  return id >= 0 && id < n_vocab() && impl_->vocab.token_types[static_cast<size_t>(id)] == TokenType::control;
+}
+
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && id < n_vocab() && impl_->eog[static_cast<size_t>(id)];
 }

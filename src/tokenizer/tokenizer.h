@@ -80,6 +80,8 @@ class Tokenizer {
   int32_t bos_id() const;
   int32_t eos_id() const;
   int32_t eot_id() const;  // end of turn (<|im_end|>, <end_of_turn>, ...) or kNoToken
+  // Whether `id` is a control token (tokenizer.ggml.token_type 3: chat-template markers, BOS/EOS and the like).
+  bool is_control(int32_t id) const;
   // End of generation: eos, eot, eom and the end-of-turn spellings llama.cpp recognises.
   bool is_eog(int32_t id) const;
   const std::vector<int32_t>& eog_ids() const;

@@ -17,9 +17,10 @@ namespace {
 constexpr int64_t kVocab = 512;
 constexpr int64_t kFrequent = 100;
 
-int64_t for_slots(const std::vector<std::vector<int32_t>>& slots, int64_t frequent_ids = kFrequent) {
+int64_t for_slots(const std::vector<std::vector<int32_t>>& slots, int64_t frequent_ids = kFrequent,
+                  const std::vector<int32_t>& control_ids = {}) {
   std::vector<std::span<const int32_t>> spans(slots.begin(), slots.end());
-  return round_logit_vocab(spans, frequent_ids, kVocab);
+  return round_logit_vocab(spans, frequent_ids, kVocab, control_ids);
 }
 
 // n tokens, the first `outside` of them at or above kFrequent.
@@ -55,6 +56,22 @@ TEST(DraftVocabulary, OnlyTheLastTokensOfEachSlotCountAndAnySlotOutsideWidensThe
   EXPECT_EQ(for_slots({drifted}), kVocab);
   EXPECT_EQ(for_slots({inside, drifted}), kVocab);
   EXPECT_EQ(for_slots({inside, moved_on}), kFrequent);
+}
+
+// A chat template's markers are control tokens at the end of Qwen's vocabulary: a short chat prompt is mostly
+// markers and would otherwise widen its first rounds.
+TEST(DraftVocabulary, ControlTokensAreNotCounted) {
+  const std::vector<int32_t> control = {2, 500, 501};
+  std::vector<int32_t> chat = {500, 10, 11, 12, 501, 500, 13, 14, 501, 500};  // 5 markers, 5 text tokens inside
+  EXPECT_EQ(for_slots({chat}, kFrequent), kVocab);
+  EXPECT_EQ(for_slots({chat}, kFrequent, control), kFrequent);
+  // The share is of the text tokens: 1 outside among 8 is one in eight, 2 among 8 widens.
+  chat = {500, 10, 11, 12, 13, 14, 15, 16, 300, 501};
+  EXPECT_EQ(for_slots({chat}, kFrequent, control), kFrequent);
+  chat.push_back(301);
+  EXPECT_EQ(for_slots({chat}, kFrequent, control), kVocab);
+  // A control id below frequent_ids is an inside token like any other: 1 outside among 8.
+  EXPECT_EQ(for_slots({{2, 2, 2, 2, 2, 2, 2, 300}}, kFrequent, control), kFrequent);
 }
 
 TEST(DraftVocabulary, NoReductionScoresEveryIdInEveryRound) {

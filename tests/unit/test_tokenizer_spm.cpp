@@ -314,5 +314,21 @@ TEST(SpmVocab, MissingByteTokensFallBackToUnknown) {
   EXPECT_EQ(decode_ok(*tokenizer, {3, 0, 3}, false), "aa");
 }
 
+TEST(SpmVocab, ControlTokensAreThoseOfTypeControl) {
+  VocabData vocab;
+  vocab.model = "llama";
+  vocab.tokens = {"<unk>", "<s>", "</s>", "a", "<tool>"};
+  vocab.token_types = {TokenType::unknown, TokenType::control, TokenType::control, TokenType::normal,
+                       TokenType::user_defined};
+  vocab.unknown_id = 0;
+  vocab.bos_id = 1;
+  auto tokenizer = Tokenizer::from_vocab(vocab);
+  ASSERT_TRUE(tokenizer.is_ok()) << tokenizer.status().message();
+  const std::vector<bool> expected = {false, true, true, false, false};
+  for (int32_t id = 0; id < 5; ++id) EXPECT_EQ(tokenizer->is_control(id), expected[id]) << "id " << id;
+  EXPECT_FALSE(tokenizer->is_control(-1));
+  EXPECT_FALSE(tokenizer->is_control(5));
+}
+
 }  // namespace
 }  // namespace rwd::tokenizer
