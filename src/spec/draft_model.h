@@ -32,8 +32,9 @@ struct DraftModelOptions {
   int64_t vocab = 0;
   static constexpr int64_t kAutoVocab = -1;
   // Qwen2.5's 151,936-row output matrix is a third of what its 0.5B model reads per token; its first 32768 ids
-  // cover all but a few percent of code and English text (README: 73 -> 73 %, 87 -> 84 %, 58 -> 53 %
-  // acceptance on the pair's prompts), as FR-Spec and EAGLE-3's reduced draft vocabularies found for Llama 3.
+  // cover all but a few percent of code and English text (scripts/pair_bench.py, four runs: acceptance 74-82 % with
+  // them against 73-92 % with every id on code), as FR-Spec and EAGLE-3's reduced draft vocabularies found for
+  // Llama 3.
   static constexpr int64_t kLargeVocab = 65536;
   static constexpr int64_t kFrequentIds = 32768;
   // Sorted ids the choice of vocabulary does not count: the target's control tokens (a chat template's
