@@ -1,10 +1,13 @@
-// Trees grown from a proposer's chain: the chain stays whole and first, and the proposer's next most likely
-// tokens at each depth (its runners-up) hang beside the chain's token there as leaves. A proposer that drafts a
-// chain one forward per token (MTP, a draft model) has every depth's logits anyway, so such a tree costs it no
-// more forwards than the chain; the verify forward pays for the extra tokens.
+// Trees from proposers that draft with a model. chain_with_runners_up keeps the chain whole and first and hangs
+// the proposer's next most likely tokens at each depth (its runners-up) beside the chain's token there as
+// leaves: a proposer that drafts a chain one forward per token (a draft model) has every depth's logits anyway,
+// so such a tree costs it no more forwards than the chain. TreeGrowth grows a tree best first by the model's
+// confidence, continuing below alternatives, for a proposer whose forwards are cheap enough to run on branches
+// (the MTP block); the verify forward pays for the extra tokens either way.
 #pragma once
 
 #include <cstdint>
+#include <queue>
 #include <span>
 #include <vector>
 
@@ -23,5 +26,63 @@ std::vector<int32_t> runners_up(std::span<const float> logits, int32_t skip, int
 std::vector<DraftToken> chain_with_runners_up(std::span<const DraftToken> chain,
                                               const std::vector<std::vector<int32_t>>& runners_up, int max_nodes,
                                               std::span<const int> wanted = {});
+
+// A tree grown best first by the drafter's confidence (EAGLE-2's rule): a node's score is the sum of the
+// drafter's log-probabilities along its path, and the tree holds the max_nodes highest-scoring nodes among the
+// top-k children of nodes in it, at most max_depth deep (a path's score only falls as it grows, so the best
+// nodes always include their ancestors). The drafter runs a forward on a node to see its children, so growth asks
+// for one node at a time, and only when one of its children could still make the tree: the node's expansion
+// waits in the queue at the node's own score, which bounds its children's.
+//
+// With `wanted` (the policy's alternatives per depth) the greedy chain to max_depth comes first and whole, depth
+// d + 1 takes at most wanted[d] of the chain node's other children (most likely first), and the rest of the
+// budget goes best first to nodes below those alternatives.
+class TreeGrowth {
+ public:
+  TreeGrowth(int max_depth, int max_nodes, int topk, std::span<const int> wanted = {});
+
+  // The logits of a node's row (-1: the row before the tree, whose children are at depth 1), once each.
+  void expand(int32_t node, std::span<const float> logits);
+  // The next node whose children are wanted, or -1 once the tree is complete. Call after the root's expand.
+  int32_t next_expansion();
+
+  int64_t size() const { return static_cast<int64_t>(nodes_.size()); }
+  int32_t token(int32_t node) const { return nodes_[node].token; }
+  int32_t parent(int32_t node) const { return nodes_[node].parent; }
+  int depth(int32_t node) const { return nodes_[node].depth; }
+  double score(int32_t node) const { return nodes_[node].score; }
+  // The tree in depth-first order, each node's children most likely first.
+  std::vector<DraftToken> draft() const;
+
+ private:
+  struct Node {
+    int32_t token;
+    int32_t parent;  // -1: a child of the row before the tree
+    int depth;
+    int rank;        // among its parent's children, 0: most likely
+    double score;
+    bool on_chain;   // in a tree with `wanted`: the greedy chain
+  };
+  struct Entry {
+    bool chain_first;  // the chain's nodes and expansions go before everything else
+    double score;
+    int64_t order;     // ties: earlier first
+    bool expansion;    // expand `node`; else add a candidate child of `node`
+    int32_t node;
+    int32_t token;
+    int rank;
+    bool operator<(const Entry& other) const;  // priority: the later, the lower
+  };
+  void push(Entry entry);
+
+  int max_depth_;
+  int max_nodes_;
+  int topk_;
+  std::vector<int> wanted_;
+  std::vector<int> alternatives_taken_;
+  std::vector<Node> nodes_;
+  std::priority_queue<Entry> queue_;
+  int64_t pushed_ = 0;
+};
 
 }  // namespace rwd::spec

@@ -1,6 +1,7 @@
 #include "spec/mtp.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "model/arch_info.h"
 #include "sampling/logprobs.h"
@@ -61,21 +62,15 @@ Status MtpProposer::on_target_forward(int slot_index, int64_t first_position, in
 }
 
 // All slots draft together: the catch-up rows of every slot share forwards (up to n_batch rows each), then each
-// chain step is one forward of one row per slot still drafting. A row's logits and hidden do not depend on the
-// other rows of its batch (batch invariance), so the drafts are those of slot-by-slot drafting.
+// chain step is one forward of one row per slot still drafting, and each tree step one forward of one path per
+// slot still growing. A row's logits and hidden do not depend on the other rows of its batch (batch
+// invariance), so the drafts are those of slot-by-slot drafting.
 Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) {
   drafts.assign(requests.size(), {});
   const int64_t n_embd = model_.hparams().n_embd;
   const int64_t n_vocab = model_.hparams().n_vocab;
-  // A tree request's alternatives at each depth, [request][depth - 1]: the block's runners-up there.
-  std::vector<std::vector<std::vector<int32_t>>> alternatives(requests.size());
-  const auto draft_from = [&](size_t r, int64_t row) {
-    const std::span<const float> logits(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));
-    const ProposeRequest& request = requests[r];
-    drafts[r].push_back({sampling::argmax(logits), {}});
-    if (request.max_nodes > 0 && request.tree_topk > 1) {
-      alternatives[r].push_back(runners_up(logits, drafts[r].back().id, request.tree_topk - 1));
-    }
+  const auto logit_row = [&](int64_t row) {
+    return std::span<const float>(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));
   };
   // Rows p = n_fed .. last-1 pair h(p) (held) with t(p+1) (known); t(last) is not in the trunk yet.
   std::vector<size_t> feeding;
@@ -91,9 +86,12 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
     }
     if (slot.n_fed < last) feeding.push_back(r);
   }
-  // Per drafting request: its hidden row for the next chain step, [n_embd].
+  // Per drafting request: the block's output hidden row of its last catch-up row, [n_embd], which the first
+  // chain step or the tree's first nodes read.
   std::vector<std::vector<float>> chain_hidden(requests.size());
   std::vector<size_t> chaining;
+  std::vector<size_t> growing;
+  std::vector<std::optional<TreeGrowth>> trees(requests.size());
   while (!feeding.empty()) {
     batch_.clear();
     hidden_in_.clear();
@@ -120,12 +118,22 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
     REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
     for (size_t i = 0; i < finished.size(); ++i) {
       const auto [r, row] = finished[i];
-      SlotState& slot = slots_[requests[r].slot];
+      const ProposeRequest& request = requests[r];
+      SlotState& slot = slots_[request.slot];
       slot.hidden.clear();
       slot.hidden_first = slot.n_fed;
-      draft_from(r, static_cast<int64_t>(i));  // the finished rows are the batch's logit rows, in order
+      // The finished rows are the batch's logit rows, in order.
+      if (request.max_nodes > 0 && request.tree_topk > 1) {
+        const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+        const int max_depth = static_cast<int>(std::min<int64_t>(request.max_draft, state_.n_ctx() - last));
+        trees[r].emplace(max_depth, request.max_nodes, request.tree_topk, request.alternatives);
+        trees[r]->expand(-1, logit_row(static_cast<int64_t>(i)));
+        growing.push_back(r);
+      } else {
+        drafts[r].push_back({sampling::argmax(logit_row(static_cast<int64_t>(i))), {}});
+        chaining.push_back(r);
+      }
       chain_hidden[r].assign(hidden_out_.begin() + row * n_embd, hidden_out_.begin() + (row + 1) * n_embd);
-      chaining.push_back(r);
     }
     feeding = std::move(still_feeding);
   }
@@ -145,19 +153,82 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
     if (next.empty()) break;
     REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
     for (size_t i = 0; i < next.size(); ++i) {
-      draft_from(next[i], static_cast<int64_t>(i));
+      drafts[next[i]].push_back({sampling::argmax(logit_row(static_cast<int64_t>(i))), {}});
       chain_hidden[next[i]].assign(hidden_out_.begin() + static_cast<int64_t>(i) * n_embd,
                                    hidden_out_.begin() + static_cast<int64_t>(i + 1) * n_embd);
     }
     chaining = std::move(next);
   }
-  for (size_t r = 0; r < requests.size(); ++r) {
-    if (!alternatives[r].empty()) {
-      drafts[r] = chain_with_runners_up(drafts[r], alternatives[r], requests[r].max_nodes,
-                                        requests[r].alternatives);
+  if (!growing.empty()) REWIND_RETURN_IF_ERROR(grow_trees(requests, growing, trees, chain_hidden));
+  for (size_t r : growing) drafts[r] = trees[r]->draft();
+  return Status::ok();
+}
+
+// A node's row is at position last + depth - 1 of the block's KV rows, where the chain's token of that depth
+// would be; growing a node's children runs its row with its ancestors' rows in place below it. Rows stay where a
+// forward wrote them, so only the ancestors that another branch has overwritten since run again (a chain batch
+// from the shallowest of them down to the node), and a branch's rows all come back when the next catch-up
+// overwrites them with the kept sequence's.
+Status MtpProposer::grow_trees(std::span<const ProposeRequest> requests, std::span<const size_t> growing,
+                               std::vector<std::optional<TreeGrowth>>& trees,
+                               const std::vector<std::vector<float>>& first_hidden) {
+  const int64_t n_embd = model_.hparams().n_embd;
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  struct Growing {
+    size_t request;
+    std::vector<std::vector<float>> hidden;  // per node: the block's output hidden of its row, once run
+    std::vector<int32_t> row_node;           // [depth - 1]: the node whose row the KV holds there (-1: none)
+    int32_t expanding = -1;                  // the node whose row the next forward runs (-1: ask the tree)
+    bool done = false;
+  };
+  std::vector<Growing> states;
+  for (size_t r : growing) states.push_back({r, {}, std::vector<int32_t>(static_cast<size_t>(requests[r].max_draft), -1)});
+  std::vector<int32_t> path;
+  while (true) {
+    batch_.clear();
+    hidden_in_.clear();
+    std::vector<std::pair<Growing*, std::vector<int32_t>>> runs;  // each run's nodes, shallowest first
+    for (Growing& g : states) {
+      if (g.done) continue;
+      TreeGrowth& tree = *trees[g.request];
+      if (g.expanding < 0) g.expanding = tree.next_expansion();
+      if (g.expanding < 0) {
+        g.done = true;
+        continue;
+      }
+      path.clear();
+      for (int32_t node = g.expanding; node >= 0; node = tree.parent(node)) path.insert(path.begin(), node);
+      size_t first = 0;
+      while (first + 1 < path.size() && g.row_node[first] == path[first]) ++first;
+      if (batch_.size() > 0 && batch_.size() + static_cast<int64_t>(path.size() - first) > n_batch_) continue;
+      const ProposeRequest& request = requests[g.request];
+      const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+      g.hidden.resize(static_cast<size_t>(tree.size()));
+      for (size_t i = first; i < path.size(); ++i) {
+        batch_.add(tree.token(path[i]), static_cast<int32_t>(last + static_cast<int64_t>(i)), request.slot,
+                   i + 1 == path.size());
+        const std::vector<float>& input = i == 0 ? first_hidden[g.request] : g.hidden[path[i - 1]];
+        hidden_in_.insert(hidden_in_.end(), input.begin(), input.end());
+      }
+      runs.push_back({&g, std::vector<int32_t>(path.begin() + static_cast<int64_t>(first), path.end())});
+    }
+    if (runs.empty()) return Status::ok();
+    REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
+    int64_t row = 0;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      auto& [g, nodes] = runs[k];
+      TreeGrowth& tree = *trees[g->request];
+      for (int32_t node : nodes) {
+        std::vector<float>& hidden = g->hidden[node];
+        if (hidden.empty()) hidden.assign(hidden_out_.begin() + row * n_embd, hidden_out_.begin() + (row + 1) * n_embd);
+        g->row_node[static_cast<size_t>(tree.depth(node) - 1)] = node;
+        ++row;
+      }
+      tree.expand(g->expanding,
+                  std::span<const float>(logits_.data() + static_cast<int64_t>(k) * n_vocab, static_cast<size_t>(n_vocab)));
+      g->expanding = -1;
     }
   }
-  return Status::ok();
 }
 
 size_t MtpProposer::state_bytes() const {

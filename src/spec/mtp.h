@@ -4,14 +4,17 @@
 // the trunk's; it has no recurrent layers, so drafting never touches the trunk's recurrent state. Every
 // kept trunk position is fed to the block once (catch-up), so its KV matches the sequence; rows it wrote
 // while chaining are overwritten by the next catch-up, which is how its attention rolls back.
-// Asked for a tree, it drafts the same chain and adds, as leaves beside each chain token, the block's next most
-// likely tokens at that depth (spec/draft_tree.h): the tree costs the block no more forwards than the chain.
+// Asked for a tree, it grows one best first by the block's own probabilities (spec/draft_tree.h TreeGrowth):
+// alternatives anywhere the block is unsure, continued below them by running the block on their rows. The block
+// is one layer and a head, so a node it grows costs a small fraction of the target's verify row for it.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "model/forward_context.h"
 #include "model/model.h"
+#include "spec/draft_tree.h"
 #include "spec/proposer.h"
 #include "state/model_state.h"
 
@@ -28,6 +31,7 @@ class MtpProposer final : public Proposer {
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
   Status on_target_forward(int slot, int64_t first_position, int64_t n_kept, int64_t n_as_run,
                            const float* hidden) override;
+  bool branches_continue() const override { return true; }
   size_t state_bytes() const override;
 
  private:
@@ -39,6 +43,11 @@ class MtpProposer final : public Proposer {
 
   MtpProposer(const model::Model& model, model::ForwardContext& forward, state::ModelState& state, int64_t n_batch)
       : model_(model), forward_(forward), state_(state), n_batch_(n_batch) {}
+  // Grows the trees of requests[growing[i]] from their root logits (given to trees[...] already) and the block's
+  // output hidden of the row before each tree, first_hidden[request].
+  Status grow_trees(std::span<const ProposeRequest> requests, std::span<const size_t> growing,
+                    std::vector<std::optional<TreeGrowth>>& trees,
+                    const std::vector<std::vector<float>>& first_hidden);
 
   const model::Model& model_;
   model::ForwardContext& forward_;

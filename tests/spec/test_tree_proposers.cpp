@@ -3,8 +3,9 @@
 // an earlier occurrence of the sequence's suffix, its first path starts with the chain lookup's draft, every such
 // continuation (of the longest suffix, most recent first) is in it while the budget allows, and it keeps its
 // budget, depth, branching and depth-first order with distinct siblings. The oracle's tree holds the true
-// continuation's nodes exactly where its rank model puts them, and its shape follows the confidences; the MTP
-// tree is its chain with the runners-up beside it.
+// continuation's nodes exactly where its rank model puts them, and its shape follows the confidences; a draft
+// model's tree is its chain with the runners-up beside it, and a tree grown best first (MTP) holds the nodes a
+// search over every path of the drafter, written here in float64, ranks highest.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "sampling/logprobs.h"
 #include "spec/draft_tree.h"
 #include "spec/ngram.h"
 #include "spec/oracle.h"
@@ -201,6 +203,113 @@ TEST(ChainTree, RunnersUpAreTheNextLargestLogits) {
     std::stable_sort(expected.begin(), expected.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
     if (static_cast<int>(expected.size()) > n) expected.resize(n);
     EXPECT_EQ(runners_up(logits, skip, n), expected) << "trial " << trial;
+  }
+}
+
+// A drafter whose logits at a node are a function of the node's path: a few ids, random values.
+std::vector<float> path_logits(const std::vector<int32_t>& path, int vocab) {
+  uint64_t seed = 1469598103934665603ull;
+  for (int32_t id : path) seed = (seed ^ static_cast<uint64_t>(id + 1)) * 1099511628211ull;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (float& value : logits) value = normal(rng);
+  return logits;
+}
+
+// Every node the drafter could offer (top-k children, up to max_depth), with its path's log-probability in
+// float64, its rank among its siblings, whether it is on the greedy chain, and its first off-chain ancestor's
+// depth and rank (the alternative it hangs below; 0 for chain nodes).
+struct Candidate {
+  std::vector<int32_t> path;
+  double score;
+  bool on_chain;
+  int alternative_depth;
+  int alternative_rank;
+};
+
+void enumerate(std::vector<int32_t>& path, double score, bool on_chain, int alt_depth, int alt_rank, int vocab,
+               int max_depth, int topk, std::vector<Candidate>& out) {
+  if (static_cast<int>(path.size()) == max_depth) return;
+  const std::vector<float> logits = path_logits(path, vocab);
+  double max_logit = -INFINITY;
+  for (float value : logits) max_logit = std::max<double>(max_logit, value);
+  double sum = 0.0;
+  for (float value : logits) sum += std::exp(static_cast<double>(value) - max_logit);
+  std::vector<int32_t> order(static_cast<size_t>(vocab));
+  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  for (int rank = 0; rank < std::min(topk, vocab); ++rank) {
+    const int32_t id = order[rank];
+    const double child_score = score + static_cast<double>(logits[id]) - max_logit - std::log(sum);
+    const bool child_on_chain = on_chain && rank == 0;
+    const int depth = static_cast<int>(path.size()) + 1;
+    const int child_alt_depth = on_chain && rank > 0 ? depth : alt_depth;
+    const int child_alt_rank = on_chain && rank > 0 ? rank : alt_rank;
+    path.push_back(id);
+    out.push_back({path, child_score, child_on_chain, child_alt_depth, child_alt_rank});
+    enumerate(path, child_score, child_on_chain, child_alt_depth, child_alt_rank, vocab, max_depth, topk, out);
+    path.pop_back();
+  }
+}
+
+// Grown best first, a tree keeps the greedy chain whole and then takes the highest-scoring nodes the drafter
+// offers (under the policy's alternatives per depth, when given), asking the drafter only for nodes in the tree;
+// the draft lists it depth first, siblings most likely first.
+TEST(TreeGrowth, HoldsTheChainThenTheBestScoringNodes) {
+  std::mt19937 rng(41);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int vocab = 3 + static_cast<int>(rng() % 6);
+    const int max_depth = 1 + static_cast<int>(rng() % 5);
+    const int topk = 2 + static_cast<int>(rng() % 3);
+    const int max_nodes = 1 + static_cast<int>(rng() % 24);
+    std::vector<int> wanted;
+    if (trial % 2 == 1) {
+      for (int d = 0; d < max_depth; ++d) wanted.push_back(static_cast<int>(rng() % 3));
+    }
+    SCOPED_TRACE(testing::Message() << "trial " << trial << ": vocab " << vocab << ", depth " << max_depth
+                                    << ", topk " << topk << ", nodes " << max_nodes << ", policy "
+                                    << (wanted.empty() ? "none" : "given"));
+    TreeGrowth growth(max_depth, max_nodes, topk, wanted);
+    growth.expand(-1, path_logits({}, vocab));
+    const auto path_to = [&](int32_t node) {
+      std::vector<int32_t> path;
+      for (int32_t n = node; n >= 0; n = growth.parent(n)) path.insert(path.begin(), growth.token(n));
+      return path;
+    };
+    std::set<int32_t> expanded;
+    for (int32_t node; (node = growth.next_expansion()) >= 0;) {
+      ASSERT_TRUE(expanded.insert(node).second) << "node " << node << " expanded twice";
+      ASSERT_LT(growth.depth(node), max_depth);
+      growth.expand(node, path_logits(path_to(node), vocab));
+    }
+    std::vector<Candidate> all;
+    std::vector<int32_t> root;
+    enumerate(root, 0.0, true, 0, 0, vocab, max_depth, topk, all);
+    std::set<std::vector<int32_t>> expected;
+    std::vector<const Candidate*> others;
+    for (const Candidate& c : all) {
+      if (c.on_chain) {
+        if (static_cast<int>(expected.size()) < max_nodes) expected.insert(c.path);
+      } else if (wanted.empty() || c.alternative_rank <= wanted[static_cast<size_t>(c.alternative_depth - 1)]) {
+        others.push_back(&c);
+      }
+    }
+    std::stable_sort(others.begin(), others.end(), [](const Candidate* a, const Candidate* b) { return a->score > b->score; });
+    for (const Candidate* c : others) {
+      if (static_cast<int>(expected.size()) == max_nodes) break;
+      expected.insert(c->path);
+    }
+    const std::vector<DraftToken> draft = growth.draft();
+    ASSERT_NO_FATAL_FAILURE(expect_well_formed(draft, topk));
+    const auto paths = paths_of(draft);
+    EXPECT_EQ(std::set<std::vector<int32_t>>(paths.begin(), paths.end()), expected);
+    EXPECT_EQ(static_cast<int64_t>(draft.size()), growth.size());
+    for (int32_t node : expanded) EXPECT_LT(node, growth.size());
+    // Depth first with siblings most likely first: the first path is the greedy chain.
+    for (size_t i = 0; i < draft.size() && draft_parent(draft, i) == static_cast<int32_t>(i) - 1; ++i) {
+      EXPECT_EQ(paths[i].back(), sampling::argmax(path_logits(std::vector<int32_t>(paths[i].begin(), paths[i].end() - 1), vocab)));
+    }
   }
 }
 
