@@ -186,15 +186,17 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
   // The slots decoding together share the forward: a round of this slot's tokens with the others' alike,
   // against a step of all of them.
   const double step_seconds = cost.seconds(batch_slots);
-  const auto round_cost = [&](int k, int n_tokens) {
-    const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(k) / step_seconds : 0.0;
+  // The engine measures a proposer call by the size of the draft it made, nodes for a tree (MTP runs its block
+  // on the nodes it grows), so a shape's call is priced by its size too.
+  const auto round_cost = [&](int n_tokens) {
+    const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(n_tokens - 1) / step_seconds : 0.0;
     return cost.relative_cost(batch_slots * n_tokens, batch_slots) + proposer_cost;
   };
   DraftShape best{draft_min_, 0, {}};
   double best_gain = 0.0;
   for (int k = draft_min_; k <= draft_max_; ++k) {
     double expected_tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
-    double gain = expected_tokens / round_cost(k, k + 1);
+    double gain = expected_tokens / round_cost(k + 1);
     if (gain > best_gain) {
       best_gain = gain;
       best = {k, 0, {}};
@@ -246,7 +248,7 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
         break;
       }
       expected_tokens += best_value;
-      gain = expected_tokens / round_cost(k, k + 1 + extra);
+      gain = expected_tokens / round_cost(k + 1 + extra);
       if (gain > best_gain) {
         best_gain = gain;
         best = {k, k + extra, alternatives};

@@ -29,9 +29,10 @@ class CostModel {
   std::array<int64_t, kMaxTokens + 1> count_{};
 };
 
-// Seconds of one proposer call by the draft length it produced, measured by the engine. A draft model's call is
-// one forward of the round's own catch-up token, the newest token and the first draft, then one forward per
-// further draft, so its cost is not proportional to the length: a long draft amortises the first forward.
+// Seconds of one proposer call by the size of the draft it produced (a chain's tokens, a tree's nodes), measured
+// by the engine. A draft model's call is one forward of the round's own catch-up token, the newest token and the
+// first draft, then one forward per further draft, so its cost is not proportional to the length: a long draft
+// amortises the first forward. MTP runs its block once per chain token and once per tree node it grows on.
 class ProposerCost {
  public:
   static constexpr int kMaxLength = 32;
