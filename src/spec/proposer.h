@@ -23,8 +23,9 @@ struct ProposeRequest {
   // node; 0: a chain of max_draft tokens.
   int max_nodes = 0;
   int tree_topk = 0;
-  // What the policy expects to pay, for proposers that hang their runners-up beside their chain:
-  // alternatives[d] of them at depth d + 1 (within max_nodes). Empty: the shallowest depths first.
+  // What the policy expects to pay, for proposers that branch off their chain (a draft model, MTP):
+  // alternatives[d] of them at depth d + 1 (within max_nodes; MTP spends the rest below them). Empty: the
+  // proposer's own choice.
   std::vector<int> alternatives;
   const sampling::SamplingParams* sampling = nullptr;  // the slot's target sampling (greedy when temperature 0)
   int64_t n_prompt = 0;
@@ -63,8 +64,8 @@ class Proposer {
                                    const float* hidden) = 0;
 
   // Whether a tree's alternatives may have children of their own (an n-gram trie follows an older occurrence
-  // on from where it parts from the first path; the oracle grows any node), or stay leaves beside the chain
-  // (MTP and a draft model hang their runners-up).
+  // on from where it parts from the first path; MTP runs its block on an alternative's row; the oracle grows
+  // any node), or stay leaves beside the chain (a draft model hangs its runners-up).
   virtual bool branches_continue() const { return false; }
 
   // Bytes of state the proposer holds (a draft model's KV and recurrent state, records, copies).
