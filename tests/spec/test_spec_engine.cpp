@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -459,10 +460,9 @@ double chi_square_p_value(double x2, int df) {
 // many seeds, against the exact joint p(t1) p(t2 | t1) of the target with top-k 4 at temperature 3 (flat
 // enough inside the top 4 that drafts from it are accepted often).
 void expect_target_distribution(const std::string& mode, const std::string& draft_model, int kSamples,
-                                int tree_nodes = 0) {
+                                int tree_nodes = 0, const std::string& model = data_path("qwen35-tiny-f32.gguf")) {
   constexpr int kTopK = 4;
   constexpr double kTemperature = 3.0;
-  const std::string model = data_path("qwen35-tiny-f32.gguf");
   EngineOptions options;
   options.model_path = model;
   options.n_threads = 2;
@@ -575,6 +575,14 @@ TEST(SpecSampling, NgramKeepsTheTargetDistribution) { expect_target_distribution
 // Trees of continuations: t1 recurs in the prompt with other followers, so the root's children are
 // alternatives, verified by recursive rejection.
 TEST(SpecSampling, NgramTreesKeepTheTargetDistribution) { expect_target_distribution("ngram", "", 1000, 6); }
+
+// MTP trees grown best first: the block's alternatives and the nodes below them, verified by recursive
+// rejection. On the trained hybrid, whose block drafts the target's likely tokens (a random block's never are).
+TEST(SpecSampling, MtpTreesKeepTheTargetDistribution) {
+  const std::string trained =
+      (std::filesystem::path(REWIND_TEST_DATA) / ".." / ".." / "models" / "stdlib-target-q8_0.gguf").lexically_normal();
+  expect_target_distribution("mtp", "", 2000, 6, trained);
+}
 
 TEST(SpecSampling, DraftModelKeepsTheTargetDistribution) {
   expect_target_distribution("draft", test::twin_of("qwen35-tiny-f32.gguf"), 2000);
