@@ -63,10 +63,9 @@ void TreeGrowth::push(Entry entry) {
 }
 
 void TreeGrowth::expand(int32_t node, std::span<const float> logits) {
-  const int child_depth = node < 0 ? 1 : nodes_[node].depth + 1;
-  if (child_depth > max_depth_) return;
+  if (child_depth(node) > max_depth_) return;
   const double base = node < 0 ? 0.0 : nodes_[node].score;
-  const bool chain_parent = node < 0 || nodes_[node].on_chain;
+  const bool chain_parent = on_chain_or_root(node);
   const std::vector<sampling::TokenLogprob> top = sampling::top_k_logprobs(logits, topk_);
   for (size_t rank = 0; rank < top.size(); ++rank) {
     if (!std::isfinite(top[rank].logprob)) continue;
@@ -79,8 +78,8 @@ int32_t TreeGrowth::next_expansion() {
     const Entry entry = queue_.top();
     queue_.pop();
     if (entry.expansion) return entry.node;
-    const int depth = entry.node < 0 ? 1 : nodes_[entry.node].depth + 1;
-    const bool chain_parent = entry.node < 0 || nodes_[entry.node].on_chain;
+    const int depth = child_depth(entry.node);
+    const bool chain_parent = on_chain_or_root(entry.node);
     if (chain_parent && entry.rank > 0 && !wanted_.empty()) {
       const size_t d = static_cast<size_t>(depth - 1);
       if (d >= wanted_.size() || alternatives_taken_[d] >= wanted_[d]) continue;

@@ -27,16 +27,16 @@ std::vector<DraftToken> chain_with_runners_up(std::span<const DraftToken> chain,
                                               const std::vector<std::vector<int32_t>>& runners_up, int max_nodes,
                                               std::span<const int> wanted = {});
 
-// A tree grown best first by the drafter's confidence (EAGLE-2's rule): a node's score is the sum of the
-// drafter's log-probabilities along its path, and the tree holds the max_nodes highest-scoring nodes among the
-// top-k children of nodes in it, at most max_depth deep (a path's score only falls as it grows, so the best
-// nodes always include their ancestors). The drafter runs a forward on a node to see its children, so growth asks
+// A tree grown from the drafter's greedy chain, then best first by its confidence (EAGLE-2's rule): the chain
+// to max_depth comes first and whole (a drafter may underrate its own chain), then the tree takes the
+// highest-scoring nodes among the top-k children of nodes in it, a node's score being the sum of the drafter's
+// log-probabilities along its path (it only falls as the path grows, so the best nodes always include their
+// ancestors), up to max_nodes in all. The drafter runs a forward on a node to see its children, so growth asks
 // for one node at a time, and only when one of its children could still make the tree: the node's expansion
 // waits in the queue at the node's own score, which bounds its children's.
 //
-// With `wanted` (the policy's alternatives per depth) the greedy chain to max_depth comes first and whole, depth
-// d + 1 takes at most wanted[d] of the chain node's other children (most likely first), and the rest of the
-// budget goes best first to nodes below those alternatives.
+// With `wanted` (the policy's alternatives per depth) depth d + 1 takes at most wanted[d] of the chain node's
+// other children (most likely first), and the rest of the budget goes best first to nodes below them.
 class TreeGrowth {
  public:
   TreeGrowth(int max_depth, int max_nodes, int topk, std::span<const int> wanted = {});
@@ -50,7 +50,6 @@ class TreeGrowth {
   int32_t token(int32_t node) const { return nodes_[node].token; }
   int32_t parent(int32_t node) const { return nodes_[node].parent; }
   int depth(int32_t node) const { return nodes_[node].depth; }
-  double score(int32_t node) const { return nodes_[node].score; }
   // The tree in depth-first order, each node's children most likely first.
   std::vector<DraftToken> draft() const;
 
@@ -61,7 +60,7 @@ class TreeGrowth {
     int depth;
     int rank;        // among its parent's children, 0: most likely
     double score;
-    bool on_chain;   // in a tree with `wanted`: the greedy chain
+    bool on_chain;   // the greedy chain
   };
   struct Entry {
     bool chain_first;  // the chain's nodes and expansions go before everything else
@@ -74,6 +73,9 @@ class TreeGrowth {
     bool operator<(const Entry& other) const;  // priority: the later, the lower
   };
   void push(Entry entry);
+  // Of a node's children (-1: the row before the tree): their depth, and whether they hang off the chain.
+  int child_depth(int32_t node) const { return node < 0 ? 1 : nodes_[node].depth + 1; }
+  bool on_chain_or_root(int32_t node) const { return node < 0 || nodes_[node].on_chain; }
 
   int max_depth_;
   int max_nodes_;

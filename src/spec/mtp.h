@@ -4,9 +4,10 @@
 // the trunk's; it has no recurrent layers, so drafting never touches the trunk's recurrent state. Every
 // kept trunk position is fed to the block once (catch-up), so its KV matches the sequence; rows it wrote
 // while chaining are overwritten by the next catch-up, which is how its attention rolls back.
-// Asked for a tree, it grows one best first by the block's own probabilities (spec/draft_tree.h TreeGrowth):
-// alternatives anywhere the block is unsure, continued below them by running the block on their rows. The block
-// is one layer and a head, so a node it grows costs a small fraction of the target's verify row for it.
+// Asked for a tree, it drafts its chain and grows the tree on best first by the block's own probabilities
+// (spec/draft_tree.h TreeGrowth): alternatives where the block is unsure, continued below them by running the
+// block on their rows. The block is one layer and a head, against the target's many layers per verified node;
+// the policy weighs the forwards a tree adds (they are priced by draft size).
 #pragma once
 
 #include <optional>
