@@ -715,12 +715,16 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
   std::vector<spec::ProposeRequest> requests;
   std::vector<int> request_slots;
   // The policy weighs a verify round against a plain step of the same slots, so that step must have been timed:
-  // until it has, and again after kPlainRetimeSteps speculative steps (the machine's speed drifts), the slots
-  // decode plainly once. Without it a slot that drafts from its first step never learns what drafting costs and
-  // keeps drafting where plain decoding is faster.
+  // until it has, and again after some speculative steps (the machine's speed drifts), the slots decode plainly
+  // once. Without it a slot that drafts from its first step never learns what drafting costs and keeps drafting
+  // where plain decoding is faster. The first timings come soon after each other (after 2, 4, 8 … speculative
+  // steps, up to kPlainRetimeSteps): the first steps after a prompt run slow (3x on the trained hybrid), and a
+  // step timed then made every verify look cheap for the next 64 rounds.
   const int64_t n_decoding = static_cast<int64_t>(decoding.size());
+  const int64_t plain_timings = cost_.timings(n_decoding);
+  const int64_t retime_after = std::min(kPlainRetimeSteps, int64_t{1} << std::min<int64_t>(plain_timings, 6));
   const bool time_plain_step = options_.spec.adaptive && n_decoding > 0 &&
-                               (cost_.seconds(n_decoding) == 0.0 || speculative_steps_since_plain_ >= kPlainRetimeSteps);
+                               (plain_timings == 0 || speculative_steps_since_plain_ >= retime_after);
   for (int index : decoding) {
     Slot& slot = slots_[index];
     if (!slot.policy || time_plain_step) continue;

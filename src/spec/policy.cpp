@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace rwd::spec {
 namespace {
@@ -20,7 +21,9 @@ constexpr int kMaxProbeAfter = 512;
 // was measured once, badly, is measured again instead of being ruled out for good.
 constexpr int64_t kExploreEvery = 16;
 // The same for trees, half a period apart: one more alternative at the first depth than the best shape has, so
-// that ranks the estimates rule out are measured again (a text whose alternatives start paying is noticed).
+// that ranks the estimates rule out are measured again (a text whose alternatives start paying is noticed),
+// but only where that alternative would pay if the target always took it: where a verify row costs a large
+// part of a step (a small model on a few cores) it never can, and each such round cost ~3 % of the time.
 constexpr int64_t kExploreTreeAt = kExploreEvery / 2 - 1;
 // Before a rank has been seen: q = kRankPrior, worth kRankPriorWeight trials (a runner-up is often the right
 // token where the chain's was wrong; optimistic enough that trees are tried and measured, quickly overruled).
@@ -33,67 +36,87 @@ constexpr double kDepthShrink = 4.0;
 // at once, on texts where drafts are nearly always right too.
 constexpr int64_t kMinEvidence = 16;
 
-// An exponential average, because the machine's speed drifts (other load, frequency) and old timings must fade;
-// the second timing of a size replaces the first, which often carries one-time work (scratch buffers growing
-// to the new size, pages touched for the first time).
-double average_in(double average, int64_t count, double seconds) {
-  return count <= 1 ? seconds : 0.9 * average + 0.1 * seconds;
+}  // namespace
+
+void RecentSeconds::add(double seconds) {
+  ++count_;
+  if (count_ == 2) {  // replaces the first
+    window_[0] = seconds;
+    return;
+  }
+  window_[static_cast<size_t>(next_)] = seconds;
+  next_ = (next_ + 1) % kWindow;
+  n_kept_ = std::min(n_kept_ + 1, kWindow);
 }
 
-}  // namespace
+double RecentSeconds::median() const {
+  if (n_kept_ == 0) return 0.0;
+  std::array<double, kWindow> sorted = window_;
+  // Slots not filled yet sort last.
+  std::fill(sorted.begin() + n_kept_, sorted.end(), std::numeric_limits<double>::infinity());
+  std::sort(sorted.begin(), sorted.end());
+  const int middle = n_kept_ / 2;
+  return n_kept_ % 2 == 1 ? sorted[static_cast<size_t>(middle)]
+                          : 0.5 * (sorted[static_cast<size_t>(middle - 1)] + sorted[static_cast<size_t>(middle)]);
+}
 
 void CostModel::observe(int64_t n_tokens, double seconds) {
   if (n_tokens < 1 || n_tokens > kMaxTokens || !(seconds > 0.0)) return;
-  seconds_[n_tokens] = average_in(seconds_[n_tokens], count_[n_tokens], seconds);
-  ++count_[n_tokens];
+  seconds_[n_tokens].add(seconds);
 }
 
 double CostModel::relative_cost(int64_t n_tokens, int64_t base_tokens) const {
   n_tokens = std::clamp<int64_t>(n_tokens, 1, kMaxTokens);
   base_tokens = std::clamp<int64_t>(base_tokens, 1, kMaxTokens);
   const double optimistic_slope = 0.1 / static_cast<double>(base_tokens);
-  if (count_[base_tokens] == 0) return 1.0 + optimistic_slope * static_cast<double>(n_tokens - base_tokens);
-  if (count_[n_tokens] > 0) return seconds_[n_tokens] / seconds_[base_tokens];
+  const auto measured = [&](int64_t n) { return seconds_[n].count() > 0; };
+  if (!measured(base_tokens)) return 1.0 + optimistic_slope * static_cast<double>(n_tokens - base_tokens);
+  const double base = seconds_[base_tokens].median();
+  if (measured(n_tokens)) return seconds_[n_tokens].median() / base;
   // Between two measured sizes: interpolate. Past the largest: extend it optimistically, so the policy tries
   // the size once and measures it (t(n) is flat while memory-bound and steep once compute-bound; no fit of
   // a few points predicts where the bend is).
   int64_t below = 0;
   int64_t above = 0;
-  for (int64_t n = n_tokens - 1; n >= 1 && below == 0; --n) below = count_[n] > 0 ? n : 0;
-  for (int64_t n = n_tokens + 1; n <= kMaxTokens && above == 0; ++n) above = count_[n] > 0 ? n : 0;
-  const double base = seconds_[base_tokens];
+  for (int64_t n = n_tokens - 1; n >= 1 && below == 0; --n) below = measured(n) ? n : 0;
+  for (int64_t n = n_tokens + 1; n <= kMaxTokens && above == 0; ++n) above = measured(n) ? n : 0;
   if (below > 0 && above > 0) {
     const double f = static_cast<double>(n_tokens - below) / static_cast<double>(above - below);
-    return ((1.0 - f) * seconds_[below] + f * seconds_[above]) / base;
+    return ((1.0 - f) * seconds_[below].median() + f * seconds_[above].median()) / base;
   }
-  if (below > 0) return seconds_[below] / base + optimistic_slope * static_cast<double>(n_tokens - below);
-  return std::max(1.0, seconds_[above] / base);
+  if (below > 0) return seconds_[below].median() / base + optimistic_slope * static_cast<double>(n_tokens - below);
+  return std::max(1.0, seconds_[above].median() / base);
 }
 
 double CostModel::seconds(int64_t n_tokens) const {
   if (n_tokens < 1 || n_tokens > kMaxTokens) return 0.0;
-  return count_[n_tokens] > 0 ? seconds_[n_tokens] : 0.0;
+  return seconds_[n_tokens].median();
+}
+
+int64_t CostModel::timings(int64_t n_tokens) const {
+  if (n_tokens < 1 || n_tokens > kMaxTokens) return 0;
+  return seconds_[n_tokens].count();
 }
 
 void ProposerCost::observe(int length, double seconds) {
   if (length < 1 || length > kMaxLength || !(seconds > 0.0)) return;
-  seconds_[length] = average_in(seconds_[length], count_[length], seconds);
-  ++count_[length];
+  seconds_[length].add(seconds);
 }
 
 double ProposerCost::seconds(int length) const {
   length = std::clamp(length, 1, kMaxLength);
-  if (count_[length] > 0) return seconds_[length];
+  const auto measured = [&](int k) { return seconds_[k].count() > 0; };
+  if (measured(length)) return seconds_[length].median();
   int below = 0;
   int above = 0;
-  for (int k = length - 1; k >= 1 && below == 0; --k) below = count_[k] > 0 ? k : 0;
-  for (int k = length + 1; k <= kMaxLength && above == 0; ++k) above = count_[k] > 0 ? k : 0;
+  for (int k = length - 1; k >= 1 && below == 0; --k) below = measured(k) ? k : 0;
+  for (int k = length + 1; k <= kMaxLength && above == 0; ++k) above = measured(k) ? k : 0;
   if (below > 0 && above > 0) {
     const double f = static_cast<double>(length - below) / static_cast<double>(above - below);
-    return (1.0 - f) * seconds_[below] + f * seconds_[above];
+    return (1.0 - f) * seconds_[below].median() + f * seconds_[above].median();
   }
-  if (below > 0) return seconds_[below] * (1.0 + 0.5 * static_cast<double>(length - below) / below);
-  if (above > 0) return seconds_[above] * static_cast<double>(length) / static_cast<double>(above);
+  if (below > 0) return seconds_[below].median() * (1.0 + 0.5 * static_cast<double>(length - below) / below);
+  if (above > 0) return seconds_[above].median() * static_cast<double>(length) / static_cast<double>(above);
   return 0.0;
 }
 
@@ -194,11 +217,17 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
   };
   DraftShape best{draft_min_, 0, {}};
   double best_gain = 0.0;
+  double best_tokens = 0.0;
+  // Where the best shape's next alternative at the first depth would be reached: the chain's first token wrong
+  // and the alternatives already there too.
+  double best_first_reach = 0.0;
   for (int k = draft_min_; k <= draft_max_; ++k) {
     double expected_tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
     double gain = expected_tokens / round_cost(k + 1);
     if (gain > best_gain) {
       best_gain = gain;
+      best_tokens = expected_tokens;
+      best_first_reach = 1.0 - alpha;
       best = {k, 0, {}};
     }
     if (!trees) continue;
@@ -251,6 +280,8 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
       gain = expected_tokens / round_cost(k + 1 + extra);
       if (gain > best_gain) {
         best_gain = gain;
+        best_tokens = expected_tokens;
+        best_first_reach = reach[0];
         best = {k, k + extra, alternatives};
       }
     }
@@ -271,7 +302,8 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
     if (best.nodes > 0) ++best.nodes;
   }
   const int total_nodes = best.nodes > 0 ? best.nodes : best.length;
-  if (phase == kExploreTreeAt && trees && best.length > 0 && total_nodes < max_nodes) {
+  const bool alternative_could_pay = (best_tokens + best_first_reach) / round_cost(total_nodes + 2) > best_gain;
+  if (phase == kExploreTreeAt && trees && best.length > 0 && total_nodes < max_nodes && alternative_could_pay) {
     best.alternatives.resize(static_cast<size_t>(best.length), 0);
     if (best.alternatives[0] < topk - 1) {
       ++best.alternatives[0];

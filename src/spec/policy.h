@@ -13,6 +13,24 @@
 
 namespace rwd::spec {
 
+// The time of one kind of call: the median of its last kWindow timings, so that one slow call (another
+// process took the core) moves nothing and the machine's drift is followed within a few calls. The first timing
+// counts only until the second arrives: it often carries one-time work (scratch buffers growing to the size,
+// pages touched for the first time, caches still full of the prompt's prefill).
+class RecentSeconds {
+ public:
+  static constexpr int kWindow = 5;
+  void add(double seconds);
+  double median() const;  // 0 until a timing was added
+  int64_t count() const { return count_; }  // timings added
+
+ private:
+  std::array<double, kWindow> window_{};
+  int n_kept_ = 0;
+  int next_ = 0;
+  int64_t count_ = 0;
+};
+
 // Seconds per forward by batch size, measured by the engine; relative costs against a one-token step.
 class CostModel {
  public:
@@ -23,10 +41,11 @@ class CostModel {
   double relative_cost(int64_t n_tokens, int64_t base_tokens = 1) const;
   // The measured seconds of an n-token forward, 0 until one was seen.
   double seconds(int64_t n_tokens) const;
+  // How many n-token forwards were timed.
+  int64_t timings(int64_t n_tokens) const;
 
  private:
-  std::array<double, kMaxTokens + 1> seconds_{};
-  std::array<int64_t, kMaxTokens + 1> count_{};
+  std::array<RecentSeconds, kMaxTokens + 1> seconds_{};
 };
 
 // Seconds of one proposer call by the size of the draft it produced (a chain's tokens, a tree's nodes), measured
@@ -43,8 +62,7 @@ class ProposerCost {
   double seconds(int length) const;
 
  private:
-  std::array<double, kMaxLength + 1> seconds_{};
-  std::array<int64_t, kMaxLength + 1> count_{};
+  std::array<RecentSeconds, kMaxLength + 1> seconds_{};
 };
 
 struct PolicyDecisions {
