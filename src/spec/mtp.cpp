@@ -61,6 +61,59 @@ Status MtpProposer::on_target_forward(int slot_index, int64_t first_position, in
   return Status::ok();
 }
 
+Status MtpProposer::check_rows(const ProposeRequest& request) const {
+  const SlotState& slot = slots_[request.slot];
+  const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
+  const int64_t held = static_cast<int64_t>(slot.hidden.size()) / model_.hparams().n_embd;
+  if (slot.n_fed < slot.hidden_first || last > slot.hidden_first + held) {
+    return Status::errorf("mtp: slot {} lacks trunk hidden rows for positions {}..{}", request.slot, slot.n_fed,
+                          last - 1);
+  }
+  return Status::ok();
+}
+
+Status MtpProposer::catch_up(std::span<const ProposeRequest> requests) {
+  const int64_t n_embd = model_.hparams().n_embd;
+  // Fed here: rows up to (not including) fed_until(request); a round's own rows, at most the newest token's
+  // and one per token the draft before it could have had accepted, stay for propose.
+  const auto fed_until = [](const ProposeRequest& request) {
+    return static_cast<int64_t>(request.tokens.size()) - 2 - request.max_draft;
+  };
+  std::vector<size_t> feeding;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const ProposeRequest& request = requests[r];
+    if (request.max_draft < 1 || slots_[request.slot].n_fed >= fed_until(request)) continue;
+    REWIND_RETURN_IF_ERROR(check_rows(request));
+    feeding.push_back(r);
+  }
+  while (!feeding.empty()) {
+    batch_.clear();
+    hidden_in_.clear();
+    std::vector<size_t> still_feeding;
+    for (size_t r : feeding) {
+      const ProposeRequest& request = requests[r];
+      SlotState& slot = slots_[request.slot];
+      const int64_t n = std::min(n_batch_ - batch_.size(), fed_until(request) - slot.n_fed);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t p = slot.n_fed + i;
+        batch_.add(request.tokens[p + 1], static_cast<int32_t>(p), request.slot, false);
+        const float* row = slot.hidden.data() + (p - slot.hidden_first) * n_embd;
+        hidden_in_.insert(hidden_in_.end(), row, row + n_embd);
+      }
+      slot.n_fed += n;
+      if (slot.n_fed < fed_until(request)) still_feeding.push_back(r);
+    }
+    REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
+    for (size_t r : feeding) {
+      SlotState& slot = slots_[requests[r].slot];
+      slot.hidden.erase(slot.hidden.begin(), slot.hidden.begin() + (slot.n_fed - slot.hidden_first) * n_embd);
+      slot.hidden_first = slot.n_fed;
+    }
+    feeding = std::move(still_feeding);
+  }
+  return Status::ok();
+}
+
 // All slots draft together: the catch-up rows of every slot share forwards (up to n_batch rows each), then each
 // chain step is one forward of one row per slot still drafting, and each tree step one forward of one path per
 // slot still growing. A row's logits and hidden do not depend on the other rows of its batch (batch
@@ -79,11 +132,7 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
     const SlotState& slot = slots_[request.slot];
     const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
     if (request.max_draft < 1 || last < 1) continue;
-    const int64_t held = static_cast<int64_t>(slot.hidden.size()) / n_embd;
-    if (slot.n_fed < slot.hidden_first || last > slot.hidden_first + held) {
-      return Status::errorf("mtp: slot {} lacks trunk hidden rows for positions {}..{}", request.slot, slot.n_fed,
-                            last - 1);
-    }
+    REWIND_RETURN_IF_ERROR(check_rows(request));
     if (slot.n_fed < last) feeding.push_back(r);
   }
   // Per drafting request: the block's output hidden row of its last catch-up row, [n_embd], which the first

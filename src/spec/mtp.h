@@ -29,6 +29,9 @@ class MtpProposer final : public Proposer {
 
   std::string_view name() const override { return "mtp"; }
   void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) override;
+  // Feeds the block every kept row but a round's own (the newest token's and those of the draft before it), so
+  // a prompt or a run of plain steps is not charged to the next draft's length.
+  Status catch_up(std::span<const ProposeRequest> requests) override;
   Status propose(std::span<const ProposeRequest> requests, std::vector<std::vector<DraftToken>>& drafts) override;
   Status on_target_forward(int slot, int64_t first_position, int64_t n_kept, int64_t n_as_run,
                            const float* hidden) override;
@@ -44,6 +47,8 @@ class MtpProposer final : public Proposer {
 
   MtpProposer(const model::Model& model, model::ForwardContext& forward, state::ModelState& state, int64_t n_batch)
       : model_(model), forward_(forward), state_(state), n_batch_(n_batch) {}
+  // Whether the slot holds the trunk rows from its next unfed position up to the request's last token.
+  Status check_rows(const ProposeRequest& request) const;
   // Grows the trees of requests[growing[i]] from their root logits (given to trees[...] already) and the block's
   // output hidden of the row before each tree, first_hidden[request].
   Status grow_trees(std::span<const ProposeRequest> requests, std::span<const size_t> growing,

@@ -43,11 +43,11 @@ class Proposer {
   // archive of another sequence and nothing the proposer holds for the slot is of this one.
   virtual void start_sequence(int slot, int64_t n_kept, bool kept_from_slot) = 0;
 
-  // Work owed before the next propose that does not come with every round: a draft model's catch-up on tokens
-  // the target decoded without it (the prompt, steps decoded plainly while speculation was off). The engine
-  // calls it after each prompt chunk the target ran (the tokens are the sequence so far) and before each
-  // propose, and leaves it out of the proposer cost it measures per draft length, which would otherwise charge
-  // a whole prompt to the one length that happened to draft first, and rule that length out.
+  // Work owed before the next propose that does not come with every round: a draft model's or the MTP block's
+  // catch-up on tokens the target decoded without it (the prompt, steps decoded plainly while speculation was
+  // off). The engine calls it after each prompt chunk the target ran (the tokens are the sequence so far) and
+  // before each propose, and leaves it out of the proposer cost it measures per draft length, which would
+  // otherwise charge a whole prompt to the one length that happened to draft first, and rule that length out.
   virtual Status catch_up(std::span<const ProposeRequest>) { return Status::ok(); }
 
   // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none), or with a tree of at most
