@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -119,143 +120,175 @@ json state_json(const StateReport& state) {
           {"full_state_per_node", state.full_state_per_node}};
 }
 
-// One configuration on one workload: warm-up, then `reps` runs of every prompt through the configured slots.
-// `oracle_ids`: the plain run's greedy output per prompt, which --spec oracle drafts from (with errors).
-Result<RunOutcome> run_config(const BenchSpecOptions& options, const Workload& workload, const Config& config,
-                              int n_gen, int reps, const std::vector<std::vector<int32_t>>* oracle_ids,
-                              Progress& progress) {
-  EngineOptions engine_options;
-  engine_options.model_path = options.model;
-  engine_options.n_threads = options.n_threads;
-  engine_options.n_ctx = options.n_ctx;
-  engine_options.n_slots = config.slots;
-  engine_options.n_batch = std::max(512, config.slots * (std::max(config.draft_max, config.tree_nodes) + 1));
-  engine_options.spec.mode = config.spec;
-  if (config.spec != "none") {
-    engine_options.spec.draft_max = config.draft_max;
-    engine_options.spec.draft_min = 1;
-    engine_options.spec.rollback = config.rollback;
-    engine_options.spec.adaptive = options.adaptive;
-    if (config.spec == "draft") {
-      engine_options.spec.draft_model = options.draft_model;
-      engine_options.spec.draft_vocab = options.draft_vocab;
+// One configuration on one workload: a warm-up, then `reps` runs of every prompt through the configured slots,
+// one call of run_rep each, so that several configurations can take turns rep by rep (--interleave).
+class ConfigRun {
+ public:
+  static Result<ConfigRun> open(const BenchSpecOptions& options, const Workload& workload, const Config& config,
+                                int n_gen) {
+    EngineOptions engine_options;
+    engine_options.model_path = options.model;
+    engine_options.n_threads = options.n_threads;
+    engine_options.n_ctx = options.n_ctx;
+    engine_options.n_slots = config.slots;
+    engine_options.n_batch = std::max(512, config.slots * (std::max(config.draft_max, config.tree_nodes) + 1));
+    engine_options.spec.mode = config.spec;
+    if (config.spec != "none") {
+      engine_options.spec.draft_max = config.draft_max;
+      engine_options.spec.draft_min = 1;
+      engine_options.spec.rollback = config.rollback;
+      engine_options.spec.adaptive = options.adaptive;
+      if (config.spec == "draft") {
+        engine_options.spec.draft_model = options.draft_model;
+        engine_options.spec.draft_vocab = options.draft_vocab;
+      }
+      engine_options.spec.oracle_error_rate = options.oracle_error_rate;
+      engine_options.spec.ngram_min = options.ngram_min;
+      engine_options.spec.ngram_max = options.ngram_max;
+      engine_options.spec.tree_nodes = config.tree_nodes;
+      engine_options.spec.tree_topk = options.tree_topk;
     }
-    engine_options.spec.oracle_error_rate = options.oracle_error_rate;
-    engine_options.spec.ngram_min = options.ngram_min;
-    engine_options.spec.ngram_max = options.ngram_max;
-    engine_options.spec.tree_nodes = config.tree_nodes;
-    engine_options.spec.tree_topk = options.tree_topk;
-  }
-  if (config.spec == "oracle" && !oracle_ids) return Status::error("--spec oracle needs the plain run's output first");
-  REWIND_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::open(engine_options));
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t i = 0; i < workload.prompts.size(); ++i) {
-    REWIND_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
-                            options.chat ? engine->tokenize_chat({{"user", workload.prompts[i]}})
-                                         : engine->tokenize(workload.prompts[i], engine->add_bos_default(), true));
-    if (static_cast<int64_t>(ids.size()) + n_gen > options.n_ctx) {
-      return Status::errorf("{} prompt {}: {} tokens + {} generated exceed the context of {} (raise --ctx-size)",
-                            workload.name, i + 1, ids.size(), n_gen, options.n_ctx);
+    ConfigRun run(options, config, n_gen);
+    REWIND_ASSIGN_OR_RETURN(run.engine_, Engine::open(engine_options));
+    for (size_t i = 0; i < workload.prompts.size(); ++i) {
+      REWIND_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                              options.chat ? run.engine_->tokenize_chat({{"user", workload.prompts[i]}})
+                                           : run.engine_->tokenize(workload.prompts[i], run.engine_->add_bos_default(),
+                                                                   true));
+      if (static_cast<int64_t>(ids.size()) + n_gen > options.n_ctx) {
+        return Status::errorf("{} prompt {}: {} tokens + {} generated exceed the context of {} (raise --ctx-size)",
+                              workload.name, i + 1, ids.size(), n_gen, options.n_ctx);
+      }
+      run.prompts_.push_back(std::move(ids));
     }
-    prompts.push_back(std::move(ids));
+    run.outcome_.info = run.engine_->info();
+    return run;
   }
 
-  RunOutcome outcome;
-  outcome.info = engine->info();
-  std::vector<double> tokens_per_second, tpot_ms, ttft_ms;
-  SpecStats spec;
-  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms caches, pages and the policy's cost model
-    const size_t n_requests = rep == 0 ? 1 : prompts.size();
+  // Rep 0 warms caches, pages and the policy's cost model on the first prompt (16 tokens), or with
+  // `full_warm_up` on every prompt in full, whose output ids() then holds (the plain run's, which the oracle
+  // drafts from, before any other configuration's first rep). `oracle_ids`: the plain greedy output per prompt.
+  Status run_rep(int rep, bool full_warm_up, const std::vector<std::vector<int32_t>>* oracle_ids) {
+    if (config_.spec == "oracle" && !oracle_ids) return Status::error("--spec oracle needs the plain run's output first");
+    const bool warm_up = rep == 0;
+    const size_t n_requests = warm_up && !full_warm_up ? 1 : prompts_.size();
     std::vector<std::vector<int32_t>> ids(n_requests);
     std::vector<int64_t> request_ids;
     for (size_t i = 0; i < n_requests; ++i) {
       Request request;
-      request.prompt_ids = prompts[i];
-      request.max_tokens = rep == 0 ? std::min(n_gen, 16) : n_gen;
-      request.sampling.temperature = static_cast<float>(options.temperature);
-      request.sampling.seed = options.seed + i;
+      request.prompt_ids = prompts_[i];
+      request.max_tokens = warm_up && !full_warm_up ? std::min(n_gen_, 16) : n_gen_;
+      request.sampling.temperature = static_cast<float>(options_.temperature);
+      request.sampling.seed = options_.seed + i;
       request.ignore_eos = true;
-      if (config.spec == "oracle") request.oracle_ids = (*oracle_ids)[i];
+      if (config_.spec == "oracle") request.oracle_ids = (*oracle_ids)[i];
       std::vector<int32_t>* sink = &ids[i];
-      REWIND_ASSIGN_OR_RETURN(int64_t id, engine->submit(std::move(request), [sink](const TokenEvent& event) {
+      REWIND_ASSIGN_OR_RETURN(int64_t id, engine_->submit(std::move(request), [sink](const TokenEvent& event) {
                                 if (!event.done) sink->push_back(event.token);
                               }));
       request_ids.push_back(id);
     }
     const Clock::time_point start = Clock::now();
-    while (!engine->idle()) REWIND_RETURN_IF_ERROR(engine->step());
+    while (!engine_->idle()) REWIND_RETURN_IF_ERROR(engine_->step());
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    progress.advance(fmt::format("{}: {}", workload.name, config_label(config)));
-    if (rep == 0) continue;
+    if (n_requests == prompts_.size()) outcome_.ids = std::move(ids);
+    if (warm_up) return Status::ok();
     int64_t generated = 0;
     for (int64_t id : request_ids) {
-      const RequestTimings timings = engine->timings(id);
+      const RequestTimings timings = engine_->timings(id);
       generated += timings.n_generated_tokens;
-      ttft_ms.push_back(timings.prompt_seconds * 1e3);
+      ttft_ms_.push_back(timings.prompt_seconds * 1e3);
       if (timings.n_generated_tokens > 1) {
-        tpot_ms.push_back(timings.generation_seconds * 1e3 / static_cast<double>(timings.n_generated_tokens - 1));
+        tpot_ms_.push_back(timings.generation_seconds * 1e3 / static_cast<double>(timings.n_generated_tokens - 1));
       }
-      const SpecStats& s = timings.spec;
-      spec.rounds += s.rounds;
-      spec.drafted += s.drafted;
-      spec.accepted += s.accepted;
-      spec.rollbacks += s.rollbacks;
-      spec.rollback_bytes_written += s.rollback_bytes_written;
-      spec.rollback_bytes_copied += s.rollback_bytes_copied;
-      spec.plain_steps += s.plain_steps;
-      spec.fallbacks += s.fallbacks;
-      spec.tree_rounds += s.tree_rounds;
-      spec.tree_nodes += s.tree_nodes;
-      if (spec.drafted_by_position.size() < s.drafted_by_position.size()) {
-        spec.drafted_by_position.resize(s.drafted_by_position.size(), 0);
-        spec.accepted_by_position.resize(s.drafted_by_position.size(), 0);
-      }
-      for (size_t p = 0; p < s.drafted_by_position.size(); ++p) {
-        spec.drafted_by_position[p] += s.drafted_by_position[p];
-        spec.accepted_by_position[p] += s.accepted_by_position[p];
-      }
+      add(timings.spec);
     }
-    tokens_per_second.push_back(static_cast<double>(generated) / seconds);
-    outcome.ids = std::move(ids);
+    tokens_per_second_.push_back(static_cast<double>(generated) / seconds);
+    return Status::ok();
   }
 
-  json by_position = json::array();
-  for (size_t p = 0; p < spec.drafted_by_position.size(); ++p) {
-    by_position.push_back(spec.drafted_by_position[p] > 0 ? static_cast<double>(spec.accepted_by_position[p]) /
-                                                               static_cast<double>(spec.drafted_by_position[p])
-                                                         : 0.0);
+  // The output of the last run of every prompt.
+  const std::vector<std::vector<int32_t>>& ids() const { return outcome_.ids; }
+
+  // The configuration's row from its measured reps.
+  RunOutcome finish() {
+    const SpecStats& spec = spec_;
+    json by_position = json::array();
+    for (size_t p = 0; p < spec.drafted_by_position.size(); ++p) {
+      by_position.push_back(spec.drafted_by_position[p] > 0 ? static_cast<double>(spec.accepted_by_position[p]) /
+                                                                 static_cast<double>(spec.drafted_by_position[p])
+                                                           : 0.0);
+    }
+    const bool speculating = config_.spec != "none";
+    const auto per_round = [&](double value) {
+      return spec.rounds > 0 ? value / static_cast<double>(spec.rounds) : 0.0;
+    };
+    json& row = outcome_.row;
+    row["tokens_per_second"] = {{"median", percentile(tokens_per_second_, 50)},
+                                {"min", *std::min_element(tokens_per_second_.begin(), tokens_per_second_.end())},
+                                {"max", *std::max_element(tokens_per_second_.begin(), tokens_per_second_.end())}};
+    row["tpot_ms"] = {{"p50", percentile(tpot_ms_, 50)}, {"p90", percentile(tpot_ms_, 90)},
+                      {"p99", percentile(tpot_ms_, 99)}};
+    row["ttft_ms"] = {{"p50", percentile(ttft_ms_, 50)}, {"p90", percentile(ttft_ms_, 90)},
+                      {"p99", percentile(ttft_ms_, 99)}};
+    row["acceptance_rate"] =
+        speculating && spec.drafted > 0 ? json(static_cast<double>(spec.accepted) / static_cast<double>(spec.drafted))
+                                        : json(nullptr);
+    row["acceptance_by_position"] = by_position;
+    row["accepted_per_round"] = speculating && spec.rounds > 0 ? json(per_round(static_cast<double>(spec.accepted)))
+                                                               : json(nullptr);
+    // Drafted tokens each verify forward checked: the verified-token budget a tree spends on alternatives.
+    row["verified_per_round"] = speculating && spec.rounds > 0 ? json(per_round(static_cast<double>(spec.drafted)))
+                                                               : json(nullptr);
+    row["tree_rounds"] = spec.tree_rounds;
+    row["rounds"] = spec.rounds;
+    row["drafted"] = spec.drafted;
+    row["accepted"] = spec.accepted;
+    row["rollbacks"] = spec.rollbacks;
+    row["plain_steps"] = spec.plain_steps;
+    row["fallbacks"] = spec.fallbacks;
+    // A run the policy backed off from is mostly plain decoding: its speed says little about speculation.
+    row["mostly_plain"] = speculating && spec.plain_steps > spec.rounds;
+    row["state_bytes"] = state_json(engine_->state_report());
+    row["rollback_bytes_written_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_written));
+    row["rollback_bytes_copied_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_copied));
+    return std::move(outcome_);
   }
-  const bool speculating = config.spec != "none";
-  const auto per_round = [&](double value) { return spec.rounds > 0 ? value / static_cast<double>(spec.rounds) : 0.0; };
-  json& row = outcome.row;
-  row["tokens_per_second"] = {{"median", percentile(tokens_per_second, 50)},
-                              {"min", *std::min_element(tokens_per_second.begin(), tokens_per_second.end())},
-                              {"max", *std::max_element(tokens_per_second.begin(), tokens_per_second.end())}};
-  row["tpot_ms"] = {{"p50", percentile(tpot_ms, 50)}, {"p90", percentile(tpot_ms, 90)}, {"p99", percentile(tpot_ms, 99)}};
-  row["ttft_ms"] = {{"p50", percentile(ttft_ms, 50)}, {"p90", percentile(ttft_ms, 90)}, {"p99", percentile(ttft_ms, 99)}};
-  row["acceptance_rate"] =
-      speculating && spec.drafted > 0 ? json(static_cast<double>(spec.accepted) / static_cast<double>(spec.drafted))
-                                      : json(nullptr);
-  row["acceptance_by_position"] = by_position;
-  row["accepted_per_round"] = speculating && spec.rounds > 0 ? json(per_round(static_cast<double>(spec.accepted)))
-                                                             : json(nullptr);
-  // Drafted tokens each verify forward checked: the verified-token budget a tree spends on alternatives.
-  row["verified_per_round"] = speculating && spec.rounds > 0 ? json(per_round(static_cast<double>(spec.drafted)))
-                                                             : json(nullptr);
-  row["tree_rounds"] = spec.tree_rounds;
-  row["rounds"] = spec.rounds;
-  row["drafted"] = spec.drafted;
-  row["accepted"] = spec.accepted;
-  row["rollbacks"] = spec.rollbacks;
-  row["plain_steps"] = spec.plain_steps;
-  row["fallbacks"] = spec.fallbacks;
-  // A run the policy backed off from is mostly plain decoding: its speed says little about speculation.
-  row["mostly_plain"] = speculating && spec.plain_steps > spec.rounds;
-  row["state_bytes"] = state_json(engine->state_report());
-  row["rollback_bytes_written_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_written));
-  row["rollback_bytes_copied_per_round"] = per_round(static_cast<double>(spec.rollback_bytes_copied));
-  return outcome;
-}
+
+ private:
+  ConfigRun(const BenchSpecOptions& options, const Config& config, int n_gen)
+      : options_(options), config_(config), n_gen_(n_gen) {}
+
+  void add(const SpecStats& s) {
+    spec_.rounds += s.rounds;
+    spec_.drafted += s.drafted;
+    spec_.accepted += s.accepted;
+    spec_.rollbacks += s.rollbacks;
+    spec_.rollback_bytes_written += s.rollback_bytes_written;
+    spec_.rollback_bytes_copied += s.rollback_bytes_copied;
+    spec_.plain_steps += s.plain_steps;
+    spec_.fallbacks += s.fallbacks;
+    spec_.tree_rounds += s.tree_rounds;
+    spec_.tree_nodes += s.tree_nodes;
+    if (spec_.drafted_by_position.size() < s.drafted_by_position.size()) {
+      spec_.drafted_by_position.resize(s.drafted_by_position.size(), 0);
+      spec_.accepted_by_position.resize(s.drafted_by_position.size(), 0);
+    }
+    for (size_t p = 0; p < s.drafted_by_position.size(); ++p) {
+      spec_.drafted_by_position[p] += s.drafted_by_position[p];
+      spec_.accepted_by_position[p] += s.accepted_by_position[p];
+    }
+  }
+
+  const BenchSpecOptions& options_;
+  Config config_;
+  int n_gen_;
+  std::unique_ptr<Engine> engine_;
+  std::vector<std::vector<int32_t>> prompts_;
+  RunOutcome outcome_;
+  std::vector<double> tokens_per_second_, tpot_ms_, ttft_ms_;
+  SpecStats spec_;
+};
 
 std::string command_line(const BenchSpecOptions& options) {
   std::string command = fmt::format("rewind bench spec -m {} --prompts {} --spec {} --rollback {} --draft-max {} "
@@ -271,6 +304,7 @@ std::string command_line(const BenchSpecOptions& options) {
   if (options.chat) command += " --chat";
   if (options.temperature != 0.0) command += fmt::format(" --temp {} --seed {}", options.temperature, options.seed);
   if (options.quick) command += " --quick";
+  if (options.interleave) command += " --interleave";
   if (options.spec.find("oracle") != std::string::npos) {
     command += fmt::format(" --oracle-error-rate {}", options.oracle_error_rate);
   }
@@ -355,24 +389,24 @@ int bench_spec(const BenchSpecOptions& options) {
   results["command"] = command_line(options);
   results["settings"] = {{"n_gen", n_gen},           {"reps", reps},         {"adaptive", options.adaptive},
                          {"quick", options.quick},   {"n_ctx", options.n_ctx}, {"chat", options.chat},
-                         {"temperature", options.temperature}, {"seed", options.seed}};
+                         {"temperature", options.temperature}, {"seed", options.seed},
+                         {"interleave", options.interleave}};
   results["rows"] = json::array();
   std::map<std::string, std::vector<std::vector<int32_t>>> reference_ids;  // workload → plain greedy ids
   std::map<std::pair<std::string, int>, double> baseline;                 // (workload, slots) → plain tok/s
   bool all_identical = true;
-  for (const auto& [w, config] : plan) {
-    const Workload& workload = workloads[w];
+  const auto reference_for = [&](const Workload& workload) -> const std::vector<std::vector<int32_t>>* {
+    const auto found = reference_ids.find(workload.name);
+    return found != reference_ids.end() ? &found->second : nullptr;
+  };
+  const auto record_row = [&](const Workload& workload, const Config& config, Result<RunOutcome> outcome) {
     json row = {{"workload", workload.name}, {"spec", config.spec},   {"rollback", config.rollback},
                 {"draft_max", config.draft_max}, {"slots", config.slots}, {"tree_nodes", config.tree_nodes},
                 {"error", nullptr}};
-    const auto reference_it = reference_ids.find(workload.name);
-    auto outcome = run_config(options, workload, config, n_gen, reps,
-                              reference_it != reference_ids.end() ? &reference_it->second : nullptr, progress);
     if (!outcome) {
       row["error"] = outcome.status().message();
-      for (int r = 0; r <= reps; ++r) progress.advance(fmt::format("{}: {} (refused)", workload.name, config_label(config)));
       results["rows"].push_back(std::move(row));
-      continue;
+      return;
     }
     row.update(outcome->row);
     const double tps = row["tokens_per_second"]["median"].get<double>();
@@ -396,6 +430,59 @@ int bench_spec(const BenchSpecOptions& options) {
       results["machine"] = {{"threads", info.n_threads}, {"isa", info.isa},
                             {"read_bandwidth_gbps", measure_read_bandwidth_gbps(info.n_threads)}};
     }
+  };
+  // Configurations run a group at a time: those of one workload and slot count, the plain run first.
+  for (size_t begin = 0; begin < plan.size();) {
+    size_t end = begin + 1;
+    while (end < plan.size() && plan[end].first == plan[begin].first &&
+           plan[end].second.slots == plan[begin].second.slots) {
+      ++end;
+    }
+    const Workload& workload = workloads[plan[begin].first];
+    const auto advance = [&](const Config& config, const Status& status) {
+      progress.advance(fmt::format("{}: {}{}", workload.name, config_label(config), status ? "" : " (refused)"));
+    };
+    if (!options.interleave) {
+      for (size_t i = begin; i < end; ++i) {
+        const Config& config = plan[i].second;
+        auto run = ConfigRun::open(options, workload, config, n_gen);
+        Status status = run.status();
+        int rep = 0;
+        for (; rep <= reps && status; ++rep) {
+          status = run->run_rep(rep, false, reference_for(workload));
+          advance(config, status);
+        }
+        for (; rep <= reps; ++rep) advance(config, status);
+        record_row(workload, config, status ? Result<RunOutcome>(run->finish()) : Result<RunOutcome>(status));
+      }
+    } else {
+      // Every configuration of the group open at once, taking turns rep by rep: a drift of the machine's speed
+      // (other load, frequency) lands on all of them alike instead of on whichever ran during it.
+      std::vector<std::optional<ConfigRun>> runs(end - begin);
+      std::vector<Status> statuses(end - begin);
+      for (size_t i = begin; i < end; ++i) {
+        auto run = ConfigRun::open(options, workload, plan[i].second, n_gen);
+        statuses[i - begin] = run.status();
+        if (run) runs[i - begin].emplace(std::move(*run));
+      }
+      for (int rep = 0; rep <= reps; ++rep) {
+        for (size_t i = begin; i < end; ++i) {
+          const Config& config = plan[i].second;
+          Status& status = statuses[i - begin];
+          // The first plain run warms up on every prompt in full: its output is what the oracle drafts from.
+          const bool reference_run = config.spec == "none" && !reference_for(workload);
+          if (status) status = runs[i - begin]->run_rep(rep, reference_run, reference_for(workload));
+          if (status && reference_run) reference_ids[workload.name] = runs[i - begin]->ids();
+          advance(config, status);
+        }
+      }
+      for (size_t i = begin; i < end; ++i) {
+        const Status& status = statuses[i - begin];
+        record_row(workload, plan[i].second,
+                   status ? Result<RunOutcome>(runs[i - begin]->finish()) : Result<RunOutcome>(status));
+      }
+    }
+    begin = end;
   }
 
   if (options.json) {
@@ -458,6 +545,9 @@ void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_c
   cmd->add_option("--seed", options.seed, "sampled runs: request i samples from seed + i in every configuration")
       ->capture_default_str();
   cmd->add_flag("--quick", options.quick, "a one-minute subset: one slot count, depth and policy, two prompts, one rep");
+  cmd->add_flag("--interleave", options.interleave,
+                "run the configurations of each workload and slot count rep by rep in turn rather than one after "
+                "another, so a drift of the machine's speed lands on all alike (holds all their engines at once)");
   cmd->add_flag("--json", options.json, "print the results as JSON instead of a table");
   cmd->add_option("--out", options.out, "directory for results.csv, results.json, report.html and its PNG plots");
   cmd->callback([&options, &exit_code] { exit_code = bench_spec(options); });

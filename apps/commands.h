@@ -70,6 +70,7 @@ struct BenchSpecOptions {
   bool adaptive = true;
   bool chat = false;
   bool quick = false;
+  bool interleave = false;  // the configurations of a workload and slot count take turns rep by rep
   bool json = false;
   std::string out;
 };

@@ -4,8 +4,8 @@
 // rollbacks happen), that rollback policy
 // 'none' is refused on a recurrent model with a reason, that the state memory the rows report orders as the
 // policies' designs say (snapshots grow with depth, replay keeps records and no snapshots), and that --out
-// writes the report files (with the acceptance-by-position plot). Sampled grids (--temp) are measured but not
-// compared token by token. Bad prompt files and lists end with exit status 1 and a message naming them.
+// writes the report files (with the acceptance-by-position plot), and that --interleave measures the same runs.
+// Sampled grids (--temp) are measured but not compared token by token. Bad prompt files and lists end with exit status 1 and a message naming them.
 // links: rewind_runtime rewind_app
 #include <gtest/gtest.h>
 
@@ -106,6 +106,46 @@ TEST_F(BenchSpec, EverySpeculativeRowReproducesPlainDecoding) {
   };
   EXPECT_GT(state_total("snapshot", 3), state_total("snapshot", 1));
   EXPECT_GT(state_total("snapshot", 3), state_total("replay", 3));
+}
+
+// --interleave runs the configurations of a workload and slot count rep by rep in turn: the same rows with
+// the same drafts and outputs as one after another (with fixed drafts nothing depends on timing), the oracle
+// drafting from the plain run's output all the same, and a refused configuration in the group leaves the
+// others running.
+TEST_F(BenchSpec, InterleavedRepsMeasureTheSameRuns) {
+  const std::string args = "--prompts " + prompts_path() +
+                           " --spec ngram,oracle --rollback replay,none --draft-max 3 --slots 1,2 --reps 2 -n 12 "
+                           "--fixed-draft --json";
+  const CommandResult one_after_another = run_command(command(args), /*stdout_only=*/true);
+  const CommandResult interleaved = run_command(command(args + " --interleave"), /*stdout_only=*/true);
+  ASSERT_EQ(one_after_another.status, 0) << one_after_another.out;
+  ASSERT_EQ(interleaved.status, 0) << interleaved.out;
+  const json sequential_rows = json::parse(one_after_another.out)["rows"];
+  const json results = json::parse(interleaved.out);
+  EXPECT_TRUE(results["settings"]["interleave"].get<bool>());
+  EXPECT_NE(results["command"].get<std::string>().find("--interleave"), std::string::npos);
+  const json& rows = results["rows"];
+  ASSERT_EQ(rows.size(), 2u * (1 + 2 * 2));
+  ASSERT_EQ(rows.size(), sequential_rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& row = rows[i];
+    const json& sequential = sequential_rows[i];
+    const std::string label = row.dump();
+    for (const char* key : {"spec", "rollback", "slots"}) EXPECT_EQ(row[key], sequential[key]) << label;
+    if (row["rollback"] == "none") {
+      ASSERT_TRUE(row["error"].is_string()) << label;
+      continue;
+    }
+    ASSERT_TRUE(row["error"].is_null()) << label;
+    for (const char* key : {"rounds", "drafted", "accepted", "rollbacks"}) {
+      EXPECT_EQ(row[key], sequential[key]) << key << " of " << label;
+    }
+    if (row["spec"] == "none") continue;
+    EXPECT_TRUE(row["identical_to_plain"].get<bool>()) << label;
+    if (row["spec"] == "oracle") {
+      EXPECT_GT(row["drafted"].get<int64_t>(), 0) << label;
+    }
+  }
 }
 
 TEST_F(BenchSpec, OutWritesTheReport) {
