@@ -23,7 +23,8 @@ constexpr int64_t kExploreEvery = 16;
 // The same for trees, half a period apart: one more alternative at the first depth than the best shape has, so
 // that ranks the estimates rule out are measured again (a text whose alternatives start paying is noticed),
 // but only where that alternative would pay if the target always took it: where a verify row costs a large
-// part of a step (a small model on a few cores) it never can, and each such round cost ~3 % of the time.
+// part of a step (a small model on a few cores) it never can, and those rounds cost about 3 % of the time on
+// the trained hybrid.
 constexpr int64_t kExploreTreeAt = kExploreEvery / 2 - 1;
 // Before a rank has been seen: q = kRankPrior, worth kRankPriorWeight trials (a runner-up is often the right
 // token where the chain's was wrong; optimistic enough that trees are tried and measured, quickly overruled).
