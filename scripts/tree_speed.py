@@ -3,7 +3,7 @@
 invocations of `rewind bench spec --interleave` with a chain row and a tree row at the same depth.
 
     scripts/tree_speed.py -m models/stdlib-target-q8_0.gguf [--spec ngram,mtp] [--draft-max 4] [--nodes 32]
-        [--invocations 8] [--reps 6]
+        [--invocations 8] [--reps 6] [--prompts FILE.jsonl --max-prompts N --chat]
 
 Within an invocation the plain, chain and tree configurations take turns rep by rep (--interleave), so a drift
 of the machine's speed lands on all three; the tree row comes first in half of the invocations, because the
@@ -25,7 +25,7 @@ def invocation(args, spec, tree_first):
     cmd = [args.rewind, "bench", "spec", "-m", args.model, "--prompts", args.prompts, "--spec", spec,
            "--rollback", "replay", "--draft-max", str(args.draft_max), "--draft-tree-nodes", budgets,
            "--slots", "1", "-r", str(args.reps), "-n", str(args.n), "-t", str(args.threads), "--interleave",
-           "--json"]
+           "--max-prompts", str(args.max_prompts), "--json"] + (["--chat"] if args.chat else [])
     rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["rows"]
     by_nodes = {}
     for row in rows:
@@ -49,6 +49,8 @@ def main():
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("-t", "--threads", type=int, default=2)
+    parser.add_argument("--max-prompts", type=int, default=0, help="the first N prompts of the file (0: all)")
+    parser.add_argument("--chat", action="store_true", help="format each prompt with the model's chat template")
     args = parser.parse_args()
     if args.nodes < 1 or args.invocations < 1:
         sys.exit("tree_speed: --nodes and --invocations must be >= 1")
