@@ -72,36 +72,31 @@ Status MtpProposer::check_rows(const ProposeRequest& request) const {
   return Status::ok();
 }
 
-Status MtpProposer::catch_up(std::span<const ProposeRequest> requests) {
+template <typename Finished>
+Status MtpProposer::feed(std::span<const ProposeRequest> requests, std::vector<size_t> feeding,
+                         std::span<const int64_t> until, bool logits_at_end, Finished finished) {
   const int64_t n_embd = model_.hparams().n_embd;
-  // Fed here: rows up to (not including) fed_until(request); a round's own rows, at most the newest token's
-  // and one per token the draft before it could have had accepted, stay for propose.
-  const auto fed_until = [](const ProposeRequest& request) {
-    return static_cast<int64_t>(request.tokens.size()) - 2 - request.max_draft;
-  };
-  std::vector<size_t> feeding;
-  for (size_t r = 0; r < requests.size(); ++r) {
-    const ProposeRequest& request = requests[r];
-    if (request.max_draft < 1 || slots_[request.slot].n_fed >= fed_until(request)) continue;
-    REWIND_RETURN_IF_ERROR(check_rows(request));
-    feeding.push_back(r);
-  }
   while (!feeding.empty()) {
     batch_.clear();
     hidden_in_.clear();
+    std::vector<std::pair<size_t, int64_t>> done;  // (request, its last row in this batch)
     std::vector<size_t> still_feeding;
     for (size_t r : feeding) {
       const ProposeRequest& request = requests[r];
       SlotState& slot = slots_[request.slot];
-      const int64_t n = std::min(n_batch_ - batch_.size(), fed_until(request) - slot.n_fed);
+      const int64_t n = std::min(n_batch_ - batch_.size(), until[r] - slot.n_fed);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t p = slot.n_fed + i;
-        batch_.add(request.tokens[p + 1], static_cast<int32_t>(p), request.slot, false);
+        batch_.add(request.tokens[p + 1], static_cast<int32_t>(p), request.slot, logits_at_end && p == until[r] - 1);
         const float* row = slot.hidden.data() + (p - slot.hidden_first) * n_embd;
         hidden_in_.insert(hidden_in_.end(), row, row + n_embd);
       }
       slot.n_fed += n;
-      if (slot.n_fed < fed_until(request)) still_feeding.push_back(r);
+      if (slot.n_fed == until[r]) {
+        done.push_back({r, batch_.size() - 1});
+      } else {
+        still_feeding.push_back(r);
+      }
     }
     REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
     for (size_t r : feeding) {
@@ -109,9 +104,26 @@ Status MtpProposer::catch_up(std::span<const ProposeRequest> requests) {
       slot.hidden.erase(slot.hidden.begin(), slot.hidden.begin() + (slot.n_fed - slot.hidden_first) * n_embd);
       slot.hidden_first = slot.n_fed;
     }
+    // With logits_at_end, the finished rows are the batch's logit rows, in order.
+    for (size_t i = 0; i < done.size(); ++i) finished(done[i].first, static_cast<int64_t>(i), done[i].second);
     feeding = std::move(still_feeding);
   }
   return Status::ok();
+}
+
+Status MtpProposer::catch_up(std::span<const ProposeRequest> requests) {
+  // Fed here: rows up to (not including) until[r]; a round's own rows, at most the newest token's and one per
+  // token the draft before it could have had accepted, stay for propose.
+  std::vector<int64_t> until(requests.size());
+  std::vector<size_t> feeding;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const ProposeRequest& request = requests[r];
+    until[r] = static_cast<int64_t>(request.tokens.size()) - 2 - request.max_draft;
+    if (request.max_draft < 1 || slots_[request.slot].n_fed >= until[r]) continue;
+    REWIND_RETURN_IF_ERROR(check_rows(request));
+    feeding.push_back(r);
+  }
+  return feed(requests, std::move(feeding), until, false, [](size_t, int64_t, int64_t) {});
 }
 
 // All slots draft together: the catch-up rows of every slot share forwards (up to n_batch rows each), then each
@@ -126,14 +138,14 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
     return std::span<const float>(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));
   };
   // Rows p = n_fed .. last-1 pair h(p) (held) with t(p+1) (known); t(last) is not in the trunk yet.
+  std::vector<int64_t> until(requests.size());
   std::vector<size_t> feeding;
   for (size_t r = 0; r < requests.size(); ++r) {
     const ProposeRequest& request = requests[r];
-    const SlotState& slot = slots_[request.slot];
-    const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
-    if (request.max_draft < 1 || last < 1) continue;
+    until[r] = static_cast<int64_t>(request.tokens.size()) - 1;
+    if (request.max_draft < 1 || until[r] < 1) continue;
     REWIND_RETURN_IF_ERROR(check_rows(request));
-    if (slot.n_fed < last) feeding.push_back(r);
+    if (slots_[request.slot].n_fed < until[r]) feeding.push_back(r);
   }
   // Per drafting request: the block's output hidden row of its last catch-up row, [n_embd], which the first
   // chain step or the tree's first nodes read.
@@ -141,51 +153,19 @@ Status MtpProposer::propose(std::span<const ProposeRequest> requests, std::vecto
   std::vector<size_t> chaining;
   std::vector<size_t> growing;
   std::vector<std::optional<TreeGrowth>> trees(requests.size());
-  while (!feeding.empty()) {
-    batch_.clear();
-    hidden_in_.clear();
-    std::vector<std::pair<size_t, int64_t>> finished;  // (request, its last row in this batch)
-    std::vector<size_t> still_feeding;
-    for (size_t r : feeding) {
-      const ProposeRequest& request = requests[r];
-      SlotState& slot = slots_[request.slot];
-      const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
-      const int64_t n = std::min(n_batch_ - batch_.size(), last - slot.n_fed);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t p = slot.n_fed + i;
-        batch_.add(request.tokens[p + 1], static_cast<int32_t>(p), request.slot, p == last - 1);
-        const float* row = slot.hidden.data() + (p - slot.hidden_first) * n_embd;
-        hidden_in_.insert(hidden_in_.end(), row, row + n_embd);
-      }
-      slot.n_fed += n;
-      if (slot.n_fed == last) {
-        finished.push_back({r, batch_.size() - 1});
-      } else {
-        still_feeding.push_back(r);
-      }
+  REWIND_RETURN_IF_ERROR(feed(requests, std::move(feeding), until, true, [&](size_t r, int64_t logits, int64_t row) {
+    const ProposeRequest& request = requests[r];
+    if (request.max_nodes > 0 && request.tree_topk > 1) {
+      const int max_depth = static_cast<int>(std::min<int64_t>(request.max_draft, state_.n_ctx() - until[r]));
+      trees[r].emplace(max_depth, request.max_nodes, request.tree_topk, request.alternatives);
+      trees[r]->expand(-1, logit_row(logits));
+      growing.push_back(r);
+    } else {
+      drafts[r].push_back({sampling::argmax(logit_row(logits)), {}});
+      chaining.push_back(r);
     }
-    REWIND_RETURN_IF_ERROR(forward_.forward_mtp(batch_, hidden_in_.data(), state_, logits_, hidden_out_));
-    for (size_t i = 0; i < finished.size(); ++i) {
-      const auto [r, row] = finished[i];
-      const ProposeRequest& request = requests[r];
-      SlotState& slot = slots_[request.slot];
-      slot.hidden.clear();
-      slot.hidden_first = slot.n_fed;
-      // The finished rows are the batch's logit rows, in order.
-      if (request.max_nodes > 0 && request.tree_topk > 1) {
-        const int64_t last = static_cast<int64_t>(request.tokens.size()) - 1;
-        const int max_depth = static_cast<int>(std::min<int64_t>(request.max_draft, state_.n_ctx() - last));
-        trees[r].emplace(max_depth, request.max_nodes, request.tree_topk, request.alternatives);
-        trees[r]->expand(-1, logit_row(static_cast<int64_t>(i)));
-        growing.push_back(r);
-      } else {
-        drafts[r].push_back({sampling::argmax(logit_row(static_cast<int64_t>(i))), {}});
-        chaining.push_back(r);
-      }
-      chain_hidden[r].assign(hidden_out_.begin() + row * n_embd, hidden_out_.begin() + (row + 1) * n_embd);
-    }
-    feeding = std::move(still_feeding);
-  }
+    chain_hidden[r].assign(hidden_out_.begin() + row * n_embd, hidden_out_.begin() + (row + 1) * n_embd);
+  }));
   // Chain: each slot's block output hidden with the token it predicted, one position further each time.
   for (int k = 1; !chaining.empty(); ++k) {
     batch_.clear();

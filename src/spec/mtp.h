@@ -49,6 +49,13 @@ class MtpProposer final : public Proposer {
       : model_(model), forward_(forward), state_(state), n_batch_(n_batch) {}
   // Whether the slot holds the trunk rows from its next unfed position up to the request's last token.
   Status check_rows(const ProposeRequest& request) const;
+  // Feeds the block the rows of requests[r]'s slot from its next unfed position up to until[r] (not included),
+  // for each r of `feeding`, in forwards of up to n_batch rows shared by the slots, and drops the trunk rows it
+  // used. With logits_at_end a slot's last row asks for logits, and finished(r, its logit row, its batch row)
+  // runs after the forward that ran it, while logits_ and hidden_out_ hold that forward's.
+  template <typename Finished>
+  Status feed(std::span<const ProposeRequest> requests, std::vector<size_t> feeding, std::span<const int64_t> until,
+              bool logits_at_end, Finished finished);
   // Grows the trees of requests[growing[i]] from their root logits (given to trees[...] already) and the block's
   // output hidden of the row before each tree, first_hidden[request].
   Status grow_trees(std::span<const ProposeRequest> requests, std::span<const size_t> growing,

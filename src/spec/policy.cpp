@@ -43,22 +43,18 @@ void RecentSeconds::add(double seconds) {
   ++count_;
   if (count_ == 2) {  // replaces the first
     window_[0] = seconds;
-    return;
+  } else {
+    window_[static_cast<size_t>(next_)] = seconds;
+    next_ = (next_ + 1) % kWindow;
+    n_kept_ = std::min(n_kept_ + 1, kWindow);
   }
-  window_[static_cast<size_t>(next_)] = seconds;
-  next_ = (next_ + 1) % kWindow;
-  n_kept_ = std::min(n_kept_ + 1, kWindow);
-}
-
-double RecentSeconds::median() const {
-  if (n_kept_ == 0) return 0.0;
   std::array<double, kWindow> sorted = window_;
   // Slots not filled yet sort last.
   std::fill(sorted.begin() + n_kept_, sorted.end(), std::numeric_limits<double>::infinity());
   std::sort(sorted.begin(), sorted.end());
   const int middle = n_kept_ / 2;
-  return n_kept_ % 2 == 1 ? sorted[static_cast<size_t>(middle)]
-                          : 0.5 * (sorted[static_cast<size_t>(middle - 1)] + sorted[static_cast<size_t>(middle)]);
+  median_ = n_kept_ % 2 == 1 ? sorted[static_cast<size_t>(middle)]
+                             : 0.5 * (sorted[static_cast<size_t>(middle - 1)] + sorted[static_cast<size_t>(middle)]);
 }
 
 void CostModel::observe(int64_t n_tokens, double seconds) {

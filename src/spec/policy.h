@@ -21,11 +21,13 @@ class RecentSeconds {
  public:
   static constexpr int kWindow = 5;
   void add(double seconds);
-  double median() const;  // 0 until a timing was added
+  // 0 until a timing was added. Kept up to date by add: the policy reads it many times per decision.
+  double median() const { return median_; }
   int64_t count() const { return count_; }  // timings added
 
  private:
   std::array<double, kWindow> window_{};
+  double median_ = 0.0;
   int n_kept_ = 0;
   int next_ = 0;
   int64_t count_ = 0;
