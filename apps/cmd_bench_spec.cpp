@@ -247,6 +247,7 @@ class ConfigRun {
     row["rollbacks"] = spec.rollbacks;
     row["plain_steps"] = spec.plain_steps;
     row["fallbacks"] = spec.fallbacks;
+    row["budget_plain_steps"] = spec.budget_plain_steps;
     // A run the policy backed off from is mostly plain decoding: its speed says little about speculation.
     row["mostly_plain"] = speculating && spec.plain_steps > spec.rounds;
     row["state_bytes"] = state_json(engine_->state_report());
@@ -268,6 +269,7 @@ class ConfigRun {
     spec_.rollback_bytes_copied += s.rollback_bytes_copied;
     spec_.plain_steps += s.plain_steps;
     spec_.fallbacks += s.fallbacks;
+    spec_.budget_plain_steps += s.budget_plain_steps;
     spec_.tree_rounds += s.tree_rounds;
     spec_.tree_nodes += s.tree_nodes;
     if (spec_.drafted_by_position.size() < s.drafted_by_position.size()) {

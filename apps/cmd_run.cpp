@@ -133,6 +133,8 @@ nlohmann::json spec_json(const SpecStats& spec, const RunOptions& options) {
   out["policy"] = {{"adaptive", options.engine.spec.adaptive},
                    {"plain_steps", spec.plain_steps},
                    {"fallbacks", spec.fallbacks},
+                   {"budget_plain_steps", spec.budget_plain_steps},
+                   {"budget_balance", spec.budget_balance},
                    {"rounds_by_length", spec.rounds_by_length},
                    {"final_acceptance_estimate", spec.final_acceptance_estimate}};
   return out;

@@ -135,6 +135,8 @@ struct SpecStats {
   size_t rollback_bytes_copied = 0;         // of which full-state copies
   int64_t plain_steps = 0;                  // steps the draft-length policy decoded without drafting
   int64_t fallbacks = 0;                    // times the policy switched speculation off
+  int64_t budget_plain_steps = 0;           // of plain_steps: a round the loss budget could not bear
+  double budget_balance = 0.0;              // plain steps the rounds gained (+) or lost (-), as the policy counts
   std::vector<int64_t> rounds_by_length;    // [k]: rounds the policy drafted k tokens
   double final_acceptance_estimate = 0.0;   // the policy's per-token acceptance estimate at the end
 };

@@ -26,9 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Speculative decode steps after which a plain step is timed again (see schedule_decode).
-constexpr int64_t kPlainRetimeSteps = 64;
-
 // The chat template: --chat-template's built-in, else the file's, else a fallback with a warning (Gemma's
 // for Gemma files, which often ship without one; ChatML otherwise, as llama-server falls back). The warning
 // goes to `warning`, for the first chat: a model used for plain completion has nothing to be warned about.
@@ -233,6 +230,8 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
                                                                      *engine->state_, options.n_batch));
     engine->proposer_ = std::move(proposer);
   }
+  if (engine->proposer_) engine->proposer_cost_.set_max_catch_up_rows(engine->proposer_->max_catch_up_rows());
+  if (speculating && spec.adaptive) REWIND_RETURN_IF_ERROR(engine->calibrate_costs());
   engine->slots_.resize(static_cast<size_t>(options.n_slots));
   for (int i = 0; i < options.n_slots; ++i) engine->slots_[i].index = i;
   if (options.on_load_progress) options.on_load_progress(1.0);
@@ -515,6 +514,7 @@ void EngineImpl::start_request(Slot& slot, Pending next, const ReusePlan& plan) 
   slot.start_time = Clock::now();
   slot.counters_at_start = state_->counters(slot.index);
   slot.policy.reset();
+  slot.proposed_through = slot.n_prompt;  // the proposer follows the prompt as the target reads it
   if (proposer_) {
     proposer_->start_sequence(slot.index, plan.n_kept, /*kept_from_slot=*/!plan.foreign);
     const RequestSpec& wanted = slot.request.spec;
@@ -560,34 +560,6 @@ void EngineImpl::finish(Slot& slot, FinishReason reason, const std::string& erro
   slot.sampler.reset();
   slot.decoder.reset();
   if (callback) callback(event);
-}
-
-// A draft model reads the prompt behind the target, chunk by chunk: its prefill is then part of the time to the
-// first token, as in llama.cpp, instead of a stall in the first speculative round, and a long prompt's draft
-// prefill comes in the target's chunks rather than in one piece that holds up every other slot.
-Status EngineImpl::follow_prompt(const Slot& slot) {
-  if (!slot.policy) return Status::ok();
-  const spec::ProposeRequest request = propose_request(slot, slot.n_computed, {options_.spec.draft_max, 0, {}});
-  return proposer_->catch_up(std::span<const spec::ProposeRequest>(&request, 1));
-}
-
-spec::ProposeRequest EngineImpl::propose_request(const Slot& slot, int64_t n_tokens,
-                                                 const spec::DraftShape& shape) const {
-  spec::ProposeRequest request;
-  request.slot = slot.index;
-  request.tokens = std::span<const int32_t>(slot.tokens.data(), static_cast<size_t>(n_tokens));
-  request.max_draft = shape.length;
-  request.max_nodes = shape.nodes;
-  request.alternatives = shape.alternatives;
-  request.tree_topk = options_.spec.tree_topk;
-  request.sampling = &slot.sampler->params();
-  request.n_prompt = slot.n_prompt;
-  request.oracle = std::span<const int32_t>(slot.request.oracle_ids);
-  return request;
-}
-
-int EngineImpl::tree_nodes(const Slot& slot) const {
-  return slot.request.spec.tree_nodes >= 0 ? slot.request.spec.tree_nodes : options_.spec.tree_nodes;
 }
 
 void EngineImpl::fail(Slot& slot, std::string_view stage, const Status& status) {
@@ -647,6 +619,8 @@ void EngineImpl::fill_spec_stats(Slot& slot) {
   const spec::PolicyDecisions& decisions = slot.policy->decisions();
   stats.plain_steps = decisions.plain_steps;
   stats.fallbacks = decisions.fallbacks;
+  stats.budget_plain_steps = decisions.budget_plain;
+  stats.budget_balance = slot.policy->budget().balance();
   stats.rounds_by_length = decisions.rounds_by_length;
   stats.final_acceptance_estimate = slot.policy->acceptance();
   const state::RollbackCounters& now = state_->counters(slot.index);
@@ -703,208 +677,6 @@ EngineStatus EngineImpl::status() const {
   return status;
 }
 
-// Decoding slots go first (one token each, or a verify run), ahead of prompt chunks: they bound latency.
-void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
-  std::vector<int> decoding;
-  for (Slot& slot : slots_) {
-    if (slot.busy && slot.n_computed >= slot.n_prompt && static_cast<int64_t>(slot.tokens.size()) > slot.n_computed) {
-      decoding.push_back(slot.index);
-    }
-  }
-  // Draft lengths first, so that one proposer call serves every speculating slot.
-  std::vector<spec::ProposeRequest> requests;
-  std::vector<int> request_slots;
-  // The policy weighs a verify round against a plain step of the same slots, so that step must have been timed:
-  // until it has, and again after some speculative steps (the machine's speed drifts), the slots decode plainly
-  // once. Without it a slot that drafts from its first step never learns what drafting costs and keeps drafting
-  // where plain decoding is faster. The first timings come soon after each other (after 2, 4, 8 … speculative
-  // steps, up to kPlainRetimeSteps): the first steps after a prompt run slow (3x on the trained hybrid), and a
-  // step timed then made every verify look cheap for the next 64 rounds.
-  const int64_t n_decoding = static_cast<int64_t>(decoding.size());
-  const int64_t plain_timings = cost_.timings(n_decoding);
-  const int64_t retime_after = std::min(kPlainRetimeSteps, int64_t{1} << std::min<int64_t>(plain_timings, 6));
-  const bool time_plain_step = options_.spec.adaptive && n_decoding > 0 &&
-                               (plain_timings == 0 || speculative_steps_since_plain_ >= retime_after);
-  for (int index : decoding) {
-    Slot& slot = slots_[index];
-    if (!slot.policy || time_plain_step) continue;
-    const int64_t newest = static_cast<int64_t>(slot.tokens.size()) - 1;
-    const int64_t n_rerun = newest - slot.n_computed;
-    // Tokens that fit the context's KV rows and the batch; a draft longer than the tokens still wanted is waste.
-    const int64_t node_room = std::min<int64_t>(options_.n_ctx - 1 - newest,
-                                                budget - n_rerun - 1 - static_cast<int64_t>(decoding.size()));
-    const int64_t room = std::min<int64_t>(node_room, slot.request.max_tokens - slot.n_generated - 1);
-    spec::DraftShape shape =
-        slot.policy->next_shape(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()), tree_nodes(slot),
-                                options_.spec.tree_topk, proposer_->branches_continue());
-    shape.fit(static_cast<int>(std::min<int64_t>(shape.length, room)), static_cast<int>(node_room));
-    if (shape.length < 1) continue;
-    requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), shape));
-    request_slots.push_back(index);
-  }
-  speculative_steps_since_plain_ = requests.empty() ? 0 : speculative_steps_since_plain_ + 1;
-  std::vector<std::vector<spec::DraftToken>> drafts(requests.size());
-  // An injected fault stands for the proposer failing on that request's part of the call. The proposer's
-  // catch-up is left out of the measured cost: it is owed once, not per drafted token.
-  double propose_seconds = 0.0;
-  const auto propose = [&](std::span<const spec::ProposeRequest> part, std::vector<std::vector<spec::DraftToken>>& out) {
-    for (const spec::ProposeRequest& request : part) REWIND_RETURN_IF_ERROR(injected_fault(slots_[request.slot], "propose"));
-    REWIND_RETURN_IF_ERROR(proposer_->catch_up(part));
-    const auto start = Clock::now();
-    REWIND_RETURN_IF_ERROR(proposer_->propose(part, out));
-    propose_seconds = seconds_between(start, Clock::now());
-    return Status::ok();
-  };
-  if (!requests.empty()) {
-    bool measured = true;
-    if (!propose(requests, drafts)) {
-      measured = false;
-      // One call drafts for every slot: find the requests at fault by drafting for each alone, after clearing
-      // what the failed call may have left half-done in the proposer (an open draft transaction).
-      drafts.assign(requests.size(), {});
-      for (size_t r = 0; r < requests.size(); ++r) {
-        Slot& slot = slots_[requests[r].slot];
-        proposer_->start_sequence(slot.index, slot.n_computed, /*kept_from_slot=*/true);
-        std::vector<std::vector<spec::DraftToken>> alone;
-        const Status drafted = propose(std::span<const spec::ProposeRequest>(&requests[r], 1), alone);
-        if (!drafted) {
-          fail(slot, "propose", drafted);
-        } else {
-          drafts[r] = std::move(alone[0]);
-        }
-      }
-    }
-    size_t longest = 0;
-    for (const auto& draft : drafts) longest = std::max(longest, draft.size());
-    // One call drafts for every speculating slot; its cost is that of its longest draft.
-    if (measured && longest > 0) proposer_cost_.observe(static_cast<int>(longest), propose_seconds);
-  }
-  for (int index : decoding) {
-    Slot& slot = slots_[index];
-    if (!slot.busy) continue;  // failed above
-    SlotRun run;
-    run.slot = index;
-    run.first_position = slot.n_computed;
-    const int64_t newest = static_cast<int64_t>(slot.tokens.size()) - 1;
-    for (size_t r = 0; r < request_slots.size(); ++r) {
-      if (request_slots[r] != index) continue;
-      run.draft = std::move(drafts[r]);
-    }
-    if (!run.draft.empty()) {
-      Result<state::Transaction> txn = state_->begin(index, static_cast<int32_t>(newest));
-      if (!txn) {
-        fail(slot, "rollback", txn.status());
-        continue;
-      }
-      run.txn.emplace(std::move(*txn));
-    }
-    // Re-run tokens (checkpoint policy) are plain; the newest token and the draft ask for logits.
-    for (int64_t pos = slot.n_computed; pos < newest; ++pos) batch_.add(slot.tokens[pos], static_cast<int32_t>(pos), index, false);
-    run.logit_row = batch_.n_logit_rows();
-    const auto root_row = static_cast<int32_t>(batch_.size());
-    batch_.add(slot.tokens[newest], static_cast<int32_t>(newest), index, true);
-    if (spec::is_chain(run.draft)) {
-      for (size_t i = 0; i < run.draft.size(); ++i) {
-        batch_.add(run.draft[i].id, static_cast<int32_t>(newest + 1 + static_cast<int64_t>(i)), index, true);
-      }
-    } else {
-      for (size_t i = 0; i < run.draft.size(); ++i) {
-        const int32_t parent = spec::draft_parent(run.draft, i);
-        const int32_t parent_row = parent < 0 ? root_row : root_row + 1 + parent;
-        batch_.add_node(run.draft[i].id, batch_.positions[parent_row] + 1, index, true, parent_row);
-      }
-    }
-    run.n_tokens = newest + 1 + static_cast<int64_t>(run.draft.size()) - slot.n_computed;
-    budget -= run.n_tokens;
-    slot.n_computed = newest + 1;
-    runs.push_back(std::move(run));
-  }
-}
-
-// Verifies a speculating run's draft against the target's logits, emits the tokens, commits the transaction.
-Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
-  REWIND_RETURN_IF_ERROR(injected_fault(slot, "verify"));
-  const int64_t txn_first = run.txn->first_position();
-  const float* rows = logits_.data() + run.logit_row * info_.n_vocab;
-  const int64_t remaining = slot.request.max_tokens - slot.n_generated;
-  int64_t n_emitted = 0;
-  const auto stop = [&](int32_t token) {
-    ++n_emitted;
-    return (!slot.request.ignore_eos && tokenizer_->is_eog(token)) || n_emitted >= remaining;
-  };
-  REWIND_ASSIGN_OR_RETURN(spec::VerifyOutcome outcome,
-                          spec::verify(*slot.sampler, run.draft, rows, info_.n_vocab, stop));
-  const int n_drafted = static_cast<int>(run.draft.size());
-  const bool tree = !spec::is_chain(run.draft);
-  // Depth of each drafted token (1: a child of the newest token); a chain's token i is at depth i + 1.
-  std::array<int, SpecOptions::kMaxTreeNodes> depth{};
-  REWIND_CHECK(run.draft.size() <= depth.size(), "a draft of {} tokens", run.draft.size());
-  int n_depths = 0;
-  for (size_t i = 0; i < run.draft.size(); ++i) {
-    const int32_t parent = spec::draft_parent(run.draft, i);
-    depth[i] = parent < 0 ? 1 : depth[parent] + 1;
-    n_depths = std::max(n_depths, depth[i]);
-  }
-  const int32_t last_accepted = outcome.path.empty() ? -1 : outcome.path.back();
-  bool rejected = false;  // a drafted token after the accepted ones was verified and not taken
-  for (size_t i = 0; i < run.draft.size(); ++i) rejected = rejected || spec::draft_parent(run.draft, i) == last_accepted;
-  // The draft's first path is the chain the proposer would have drafted; what of it was accepted is what the
-  // draft-length policy learns from, so that a tree's alternatives do not pass for a chain's acceptance.
-  int chain_length = 0;
-  while (chain_length < n_drafted && spec::draft_parent(run.draft, chain_length) == chain_length - 1) ++chain_length;
-  int chain_accepted = 0;
-  while (chain_accepted < outcome.n_accepted && outcome.path[chain_accepted] == chain_accepted) ++chain_accepted;
-  SpecStats& stats = slot.timings.spec;
-  ++stats.rounds;
-  stats.drafted += n_drafted;
-  stats.accepted += outcome.n_accepted;
-  if (tree) {
-    ++stats.tree_rounds;
-    stats.tree_nodes += n_drafted;
-  }
-  if (stats.drafted_by_position.size() < static_cast<size_t>(n_depths)) {
-    stats.drafted_by_position.resize(n_depths, 0);
-    stats.accepted_by_position.resize(n_depths, 0);
-  }
-  for (int i = 0; i < n_depths; ++i) ++stats.drafted_by_position[i];
-  for (int i = 0; i < outcome.n_accepted; ++i) ++stats.accepted_by_position[i];
-  if (rejected) ++stats.rollbacks;
-  slot.policy->record(chain_length, chain_accepted);
-  if (tree) {
-    std::array<int32_t, SpecOptions::kMaxTreeNodes> parents{};
-    for (size_t i = 0; i < run.draft.size(); ++i) parents[i] = spec::draft_parent(run.draft, i);
-    slot.policy->record_tree(std::span<const int32_t>(parents.data(), run.draft.size()), outcome.path);
-  }
-
-  const int64_t n_keep = 1 + outcome.n_accepted;
-  std::vector<int32_t> kept_path(1, 0);  // transaction token indices: the newest token, then the accepted drafts
-  for (int32_t index : outcome.path) kept_path.push_back(1 + index);
-  REWIND_ASSIGN_OR_RETURN(state::CommitResult committed,
-                          tree ? run.txn->commit_path(kept_path) : run.txn->commit(n_keep));
-  run.txn.reset();
-  const int64_t n_plain = txn_first - run.first_position;
-  const float* run_hidden = forward_->hidden_rows() + run_first_row_ * info_.n_embd;
-  if (tree) {
-    // The kept tokens' rows in order: the run's plain ones and the newest token's, then the accepted path's.
-    kept_hidden_.assign(run_hidden, run_hidden + (n_plain + 1) * info_.n_embd);
-    for (int32_t index : outcome.path) {
-      const float* row = run_hidden + (n_plain + 1 + index) * info_.n_embd;
-      kept_hidden_.insert(kept_hidden_.end(), row, row + info_.n_embd);
-    }
-    run_hidden = kept_hidden_.data();
-  }
-  REWIND_RETURN_IF_ERROR(
-      proposer_->on_target_forward(slot.index, run.first_position, n_plain + n_keep, n_plain + 1 + chain_accepted,
-                                   run_hidden));
-  slot.n_computed = committed.n_rerun > 0 ? txn_first : txn_first + n_keep;
-  // Token i came from the row of the token before it: the newest token's, then the accepted drafts'.
-  for (size_t i = 0; i < outcome.emitted.size() && slot.busy; ++i) {
-    const int64_t row = i == 0 ? 0 : 1 + outcome.path[i - 1];
-    emit(slot, outcome.emitted[i], rows + row * info_.n_vocab);
-  }
-  return Status::ok();
-}
-
 Status EngineImpl::step() {
   for (Slot& slot : slots_) {
     if (slot.busy && slot.cancelled) finish(slot, FinishReason::cancelled);
@@ -917,6 +689,7 @@ Status EngineImpl::step() {
   batch_.clear();
   std::vector<SlotRun> runs;
   int64_t budget = options_.n_batch;
+  const auto start = Clock::now();
   schedule_decode(runs, budget);
   // Prompt chunks with what is left of the budget.
   for (Slot& slot : slots_) {
@@ -938,7 +711,6 @@ Status EngineImpl::step() {
     runs.push_back(std::move(run));
   }
   if (batch_.size() == 0) return Status::ok();
-  const auto start = Clock::now();
   if (const Status forwarded = forward_->forward(batch_, *state_, logits_); !forwarded) {
     // The forward may have written part of every run's state: their requests fail, the other slots go on.
     for (SlotRun& run : runs) {
@@ -947,12 +719,15 @@ Status EngineImpl::step() {
     }
     return Status::ok();
   }
-  // Only decode and verify forwards inform the draft-length policy: a prompt chunk of the same size costs
-  // differently (other slots' prompts, long attention spans).
-  const bool decode_only = std::all_of(runs.begin(), runs.end(), [&](const SlotRun& run) {
-    return slots_[run.slot].n_prompt <= run.first_position;
+  // Only warm decode and verify steps inform the draft-length policy: a prompt chunk of the same size costs
+  // differently (other slots' prompts, long attention spans), and the first steps after a prompt run slow
+  // (on the trained hybrid the first plain step took 730 µs against 440 later), for plain decoding as for a
+  // round, so a round timed then would make its size look dear until it was timed again, which the policy,
+  // seeing the size as too dear to draft, might never do.
+  const bool warm_decode = std::all_of(runs.begin(), runs.end(), [&](const SlotRun& run) {
+    const Slot& slot = slots_[run.slot];
+    return slot.n_prompt <= run.first_position && slot.n_generated >= kColdSteps;
   });
-  if (decode_only) cost_.observe(batch_.size(), seconds_between(start, Clock::now()));
   // Runs are in batch order; their rows follow each other.
   int64_t row = 0;
   for (SlotRun& run : runs) {
@@ -987,6 +762,12 @@ Status EngineImpl::step() {
       continue;
     }
     handle_logits(slot, logits_.data() + run.logit_row * info_.n_vocab);
+  }
+  if (warm_decode) {
+    // The whole step but the proposer's part, which is priced by draft size and tokens owed: the forward, and
+    // the verification, commit and emission a round adds to a plain step's sampling.
+    cost_.observe(batch_.size(), seconds_between(start, Clock::now()) - propose_seconds_ - catch_up_seconds_);
+    settle_rounds(runs);
   }
   return Status::ok();
 }

@@ -103,8 +103,22 @@ class EngineImpl final : public Engine {
     int64_t logit_row = -1;  // first logit row of the run, -1 when it asks for none
     std::vector<spec::DraftToken> draft;
     std::optional<state::Transaction> txn;
+    bool proposed = false;  // the proposer was asked for a draft (it may have made none)
+    int64_t owed_rows = 0;  // tokens the proposer caught up on for this slot before drafting
+    int n_emitted = 0;      // tokens a speculative round emitted
   };
+  // Decode steps after a prompt that run cold (caches still full of the prompt): neither they nor their
+  // proposer calls are timed for the policy.
+  static constexpr int64_t kColdSteps = 2;
   void schedule_decode(std::vector<SlotRun>& runs, int64_t& budget);
+  // Times plain steps and rejected verify rounds of every draft length on empty slots before the first request
+  // (one slot with the proposer drafting each round, and all slots together), then resets those slots: the
+  // policy's first decisions then rest on warm timings rather than on first ones, which carry one-time work
+  // (MTP's first 2-token draft on the trained hybrid took 359 µs against 180 later), or on guesses.
+  Status calibrate_costs();
+  // Tells each slot that asked for a draft what its round cost against a plain step of the same slots: the
+  // median forward of the batch's size and proposer call of the draft's, and its share of the catch-up.
+  void settle_rounds(const std::vector<SlotRun>& runs);
   Status finish_spec_run(Slot& slot, SlotRun& run);
   void emit(Slot& slot, int32_t token, const float* logits_row);
   void fill_spec_stats(Slot& slot);
@@ -132,6 +146,11 @@ class EngineImpl final : public Engine {
   spec::CostModel cost_;
   spec::ProposerCost proposer_cost_;
   int64_t speculative_steps_since_plain_ = 0;  // decode steps with a draft since the last fully plain one
+  // This step's proposer call and the catch-up before it; the longest draft made.
+  double propose_seconds_ = 0.0;
+  double catch_up_seconds_ = 0.0;
+  bool resuming_ = false;  // a slot's catch-up covered a run of plain steps (DraftPolicy::steady_owed_rows)
+  size_t longest_draft_ = 0;
   int64_t run_first_row_ = 0;                 // batch row of the run being finished
   std::vector<float> kept_hidden_;            // a tree run's kept rows of hidden, for the proposer
   std::unique_ptr<PromptCache> prompt_cache_;  // with cache_ram_mib

@@ -41,6 +41,7 @@ struct Slot {
   std::chrono::steady_clock::time_point first_token_time;
   RequestTimings timings;
   std::optional<spec::DraftPolicy> policy;  // when the engine speculates
+  int64_t proposed_through = 0;  // tokens the proposer had seen at its last call (catch-up owed past them)
   state::RollbackCounters counters_at_start;
 };
 

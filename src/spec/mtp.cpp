@@ -116,11 +116,20 @@ Status MtpProposer::catch_up(std::span<const ProposeRequest> requests) {
   // token the draft before it could have had accepted, stay for propose.
   std::vector<int64_t> until(requests.size());
   std::vector<size_t> feeding;
+  const int64_t n_embd = model_.hparams().n_embd;
   for (size_t r = 0; r < requests.size(); ++r) {
     const ProposeRequest& request = requests[r];
     until[r] = static_cast<int64_t>(request.tokens.size()) - 2 - request.max_draft;
-    if (request.max_draft < 1 || slots_[request.slot].n_fed >= until[r]) continue;
+    SlotState& slot = slots_[request.slot];
+    if (request.max_draft < 1 || slot.n_fed >= until[r]) continue;
     REWIND_RETURN_IF_ERROR(check_rows(request));
+    const bool prompt = request.tokens.size() <= static_cast<size_t>(request.n_prompt);
+    const int64_t window_start = until[r] - (prompt ? kPromptWindow : kResumeWindow);
+    if (slot.n_fed < window_start) {
+      slot.hidden.erase(slot.hidden.begin(), slot.hidden.begin() + (window_start - slot.hidden_first) * n_embd);
+      slot.hidden_first = window_start;
+      slot.n_fed = window_start;
+    }
     feeding.push_back(r);
   }
   return feed(requests, std::move(feeding), until, false, [](size_t, int64_t, int64_t) {});

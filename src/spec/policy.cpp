@@ -37,6 +37,32 @@ constexpr double kDepthShrink = 4.0;
 // at once, on texts where drafts are nearly always right too.
 constexpr int64_t kMinEvidence = 16;
 
+// Measured when that size was seen; else interpolated between measured sizes; past the largest measured,
+// extended by half its per-unit time per extra unit (optimistic, so the policy tries the size and measures it);
+// below the smallest, scaled down in proportion. 0 until a size was measured. Once some size was timed twice,
+// a size timed once counts as not measured: a first call carries one-time work (MTP's first two-token draft
+// took 0.9 of a target step against 0.3 later), and a size the policy rules out on it would never be timed
+// again.
+template <size_t N>
+double interpolated(const std::array<RecentSeconds, N>& seconds, int length) {
+  length = std::clamp(length, 1, static_cast<int>(N) - 1);
+  const bool any_twice = std::any_of(seconds.begin(), seconds.end(), [](const RecentSeconds& s) { return s.count() >= 2; });
+  const int64_t min_count = any_twice ? 2 : 1;
+  const auto measured = [&](int k) { return seconds[k].count() >= min_count; };
+  if (measured(length)) return seconds[length].median();
+  int below = 0;
+  int above = 0;
+  for (int k = length - 1; k >= 1 && below == 0; --k) below = measured(k) ? k : 0;
+  for (int k = length + 1; k < static_cast<int>(N) && above == 0; ++k) above = measured(k) ? k : 0;
+  if (below > 0 && above > 0) {
+    const double f = static_cast<double>(length - below) / static_cast<double>(above - below);
+    return (1.0 - f) * seconds[below].median() + f * seconds[above].median();
+  }
+  if (below > 0) return seconds[below].median() * (1.0 + 0.5 * static_cast<double>(length - below) / below);
+  if (above > 0) return seconds[above].median() * static_cast<double>(length) / static_cast<double>(above);
+  return 0.0;
+}
+
 }  // namespace
 
 void RecentSeconds::add(double seconds) {
@@ -100,21 +126,29 @@ void ProposerCost::observe(int length, double seconds) {
   seconds_[length].add(seconds);
 }
 
-double ProposerCost::seconds(int length) const {
-  length = std::clamp(length, 1, kMaxLength);
-  const auto measured = [&](int k) { return seconds_[k].count() > 0; };
-  if (measured(length)) return seconds_[length].median();
-  int below = 0;
-  int above = 0;
-  for (int k = length - 1; k >= 1 && below == 0; --k) below = measured(k) ? k : 0;
-  for (int k = length + 1; k <= kMaxLength && above == 0; ++k) above = measured(k) ? k : 0;
-  if (below > 0 && above > 0) {
-    const double f = static_cast<double>(length - below) / static_cast<double>(above - below);
-    return (1.0 - f) * seconds_[below].median() + f * seconds_[above].median();
+void ProposerCost::observe_catch_up(int64_t rows, double seconds) {
+  if (rows < 1 || !(seconds > 0.0)) return;
+  if (rows <= kMaxLength) {
+    catch_up_[rows].add(seconds);
+  } else {
+    catch_up_[kMaxLength].add(seconds * kMaxLength / static_cast<double>(rows));
   }
-  if (below > 0) return seconds_[below].median() * (1.0 + 0.5 * static_cast<double>(length - below) / below);
-  if (above > 0) return seconds_[above].median() * static_cast<double>(length) / static_cast<double>(above);
-  return 0.0;
+}
+
+void LossBudget::settle(int emitted, double cost_steps) {
+  balance_ += static_cast<double>(emitted) - cost_steps;
+  tokens_ += emitted;
+}
+
+bool LossBudget::allows(double worst_loss) const {
+  return balance_ + kAllowance + kLossShare * static_cast<double>(tokens_) >= worst_loss;
+}
+
+double ProposerCost::seconds(int length) const { return interpolated(seconds_, length); }
+
+double ProposerCost::catch_up_seconds(int64_t rows) const {
+  if (rows <= kMaxLength) return interpolated(catch_up_, static_cast<int>(std::max<int64_t>(rows, 1)));
+  return interpolated(catch_up_, kMaxLength) * static_cast<double>(rows) / kMaxLength;
 }
 
 void RankAcceptance::observe(int depth, int rank, bool taken) {
@@ -187,41 +221,73 @@ int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer
   return next_shape(cost, proposer, batch_slots, 0, 1).length;
 }
 
+DraftShape DraftPolicy::decode_plainly() {
+  ++decisions_.plain_steps;
+  on_plain_step();
+  return {};
+}
+
+void DraftPolicy::on_plain_step() {
+  ++owed_rows_;
+  budget_.add_plain_token();
+}
+
 DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
                                    int max_nodes, int topk, bool branches_continue) {
   const bool trees = max_nodes > 0 && topk > 1;
   if (!adaptive_) return {draft_max_, trees ? std::max(max_nodes, draft_max_) : 0, {}};
-  if (off_) {
-    if (++plain_since_off_ < probe_after_) {
-      ++decisions_.plain_steps;
-      return {};
-    }
-    // A probe: one short round, whatever the estimate says, so a text that became predictable is noticed.
-    off_ = false;
-    probing_ = true;
-    plain_since_off_ = 0;
-    return {draft_min_, 0, {}};
-  }
-  const double alpha = std::min(acceptance(), 0.999);
   // The slots decoding together share the forward: a round of this slot's tokens with the others' alike,
-  // against a step of all of them.
+  // against a step of all of them. Costs are in plain steps of the slot (its share of that step).
   const double step_seconds = cost.seconds(batch_slots);
+  const double step_share = step_seconds > 0.0 ? step_seconds / static_cast<double>(batch_slots) : 0.0;
+  // The proposer's catch-up on a round's kept tokens is measured with its call (ProposerCost::seconds); one
+  // on a run of plain steps is what a round that resumes speculating pays on top.
+  const int64_t owed = std::min(owed_rows_, proposer.max_catch_up_rows());
+  const double resume_cost = owed > steady_owed_rows(draft_max_) && step_share > 0.0
+                                 ? proposer.catch_up_seconds(owed) / step_share
+                                 : 0.0;
   // The engine measures a proposer call by the size of the draft it made, nodes for a tree (MTP runs its block
   // on the nodes it grows), so a shape's call is priced by its size too.
   const auto round_cost = [&](int n_tokens) {
     const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(n_tokens - 1) / step_seconds : 0.0;
     return cost.relative_cost(batch_slots * n_tokens, batch_slots) + proposer_cost;
   };
-  DraftShape best{draft_min_, 0, {}};
+  const auto worst_loss = [&](const DraftShape& shape) {
+    const int n_drafted = shape.nodes > 0 ? shape.nodes : shape.length;
+    return round_cost(n_drafted + 1) + resume_cost - 1.0;
+  };
+  if (off_) {
+    if (++plain_since_off_ < probe_after_) return decode_plainly();
+    // A probe: one short round, whatever the estimate says, so a text that became predictable is noticed; it
+    // waits for the first step the loss budget can bear it.
+    const DraftShape probe{draft_min_, 0, {}};
+    if (!budget_.allows(worst_loss(probe))) {
+      ++decisions_.budget_plain;
+      return decode_plainly();
+    }
+    off_ = false;
+    probing_ = true;
+    plain_since_off_ = 0;
+    return probe;
+  }
+  const double alpha = std::min(acceptance(), 0.999);
+  // A shape of depth k can emit at most k + 1 tokens: one that would not beat plain decoding even then is
+  // never drafted, whatever the acceptance estimate.
+  const auto could_pay = [&](int k, int n_tokens) { return (k + 1.0) / round_cost(n_tokens) > 1.0; };
+  DraftShape best;
   double best_gain = 0.0;
   double best_tokens = 0.0;
   // Where the best shape's next alternative at the first depth would be reached: the chain's first token wrong
   // and the alternatives already there too.
   double best_first_reach = 0.0;
-  for (int k = draft_min_; k <= draft_max_; ++k) {
+  // A slot's first rounds risk most: the acceptance estimate is the prior's, and a round lost early leaves
+  // the loss budget little to try again with. So drafts grow with the evidence, one token longer per draft
+  // token verified.
+  const int longest = static_cast<int>(std::min<int64_t>(draft_max_, draft_min_ + evaluated_total_));
+  for (int k = draft_min_; k <= longest; ++k) {
     double expected_tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
     double gain = expected_tokens / round_cost(k + 1);
-    if (gain > best_gain) {
+    if (gain > best_gain && could_pay(k, k + 1)) {
       best_gain = gain;
       best_tokens = expected_tokens;
       best_first_reach = 1.0 - alpha;
@@ -275,7 +341,7 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
       }
       expected_tokens += best_value;
       gain = expected_tokens / round_cost(k + 1 + extra);
-      if (gain > best_gain) {
+      if (gain > best_gain && could_pay(k, k + 1 + extra)) {
         best_gain = gain;
         best_tokens = expected_tokens;
         best_first_reach = reach[0];
@@ -285,31 +351,47 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
   }
   const bool probe_failed = probing_;
   probing_ = false;
+  if (best.length == 0) return decode_plainly();  // no shape could pay: nothing to learn by drafting
   if (best_gain < kMinGain && evaluated_total_ >= kMinEvidence) {
     probe_after_ = probe_failed ? std::min(2 * probe_after_, kMaxProbeAfter) : kProbeAfter;
     off_ = true;
     plain_since_off_ = 0;
     ++decisions_.fallbacks;
-    ++decisions_.plain_steps;
-    return {};
+    return decode_plainly();
   }
+  DraftShape explored = best;
   const int64_t phase = decisions_.rounds % kExploreEvery;
-  if (phase == kExploreEvery - 1 && best.length < draft_max_) {
-    ++best.length;
-    if (best.nodes > 0) ++best.nodes;
+  if (phase == kExploreEvery - 1 && explored.length < longest &&
+      could_pay(explored.length + 1, (explored.nodes > 0 ? explored.nodes : explored.length) + 2)) {
+    ++explored.length;
+    if (explored.nodes > 0) ++explored.nodes;
   }
-  const int total_nodes = best.nodes > 0 ? best.nodes : best.length;
-  const bool alternative_could_pay = (best_tokens + best_first_reach) / round_cost(total_nodes + 2) > best_gain;
-  if (phase == kExploreTreeAt && trees && best.length > 0 && total_nodes < max_nodes && alternative_could_pay) {
-    best.alternatives.resize(static_cast<size_t>(best.length), 0);
-    if (best.alternatives[0] < topk - 1) {
-      ++best.alternatives[0];
-      best.nodes = total_nodes + 1;
+  const int total_nodes = explored.nodes > 0 ? explored.nodes : explored.length;
+  const double explored_tokens = best_tokens + best_first_reach;
+  const bool alternative_could_pay = explored_tokens / round_cost(total_nodes + 2) > best_gain;
+  if (phase == kExploreTreeAt && trees && explored.length > 0 && total_nodes < max_nodes && alternative_could_pay) {
+    explored.alternatives.resize(static_cast<size_t>(explored.length), 0);
+    if (explored.alternatives[0] < topk - 1) {
+      ++explored.alternatives[0];
+      explored.nodes = total_nodes + 1;
     }
   }
-  while (!best.alternatives.empty() && best.alternatives.back() == 0) best.alternatives.pop_back();
-  if (best.alternatives.empty()) best.nodes = 0;
-  return best;
+  while (!explored.alternatives.empty() && explored.alternatives.back() == 0) explored.alternatives.pop_back();
+  if (explored.alternatives.empty()) explored.nodes = 0;
+  // The exploring shape when the budget bears it, else the best one, else the longest shorter chain it bears
+  // that the estimates rate as well as the best or as paying, else a plain step.
+  for (const DraftShape* shape : {&explored, &best}) {
+    if (budget_.allows(worst_loss(*shape))) return *shape;
+  }
+  for (int k = best.length - 1; k >= draft_min_; --k) {
+    const DraftShape chain{k, 0, {}};
+    const double gain = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha) / round_cost(k + 1);
+    if (could_pay(k, k + 1) && gain >= std::min(best_gain, kMinGain) && budget_.allows(worst_loss(chain))) {
+      return chain;
+    }
+  }
+  ++decisions_.budget_plain;
+  return decode_plainly();
 }
 
 void DraftPolicy::record(int drafted, int accepted) {
@@ -320,6 +402,11 @@ void DraftPolicy::record(int drafted, int accepted) {
   evaluated_total_ += evaluated;
   accepted_weight_ = kDecay * accepted_weight_ + accepted;
   evaluated_weight_ = kDecay * evaluated_weight_ + evaluated;
+}
+
+void DraftPolicy::settle(int emitted, double cost_steps) {
+  budget_.settle(emitted, cost_steps);
+  owed_rows_ = emitted;
 }
 
 void DraftPolicy::record_tree(std::span<const int32_t> parents, std::span<const int32_t> path) {

@@ -1,13 +1,18 @@
 // Draft-shape policy (DESIGN §6): per slot, pick the draft length, and for a slot allowed tree drafts the
 // alternatives at each depth, that maximise expected output tokens per unit of time, from the slot's measured
 // acceptance (of the chain's tokens, and of a node's other candidates by depth and rank) and the engine's
-// measured cost of a verify batch by size; fall back to a chain when alternatives do not pay for their verify
-// rows, and to plain decoding when no draft beats it, once the slot's own drafts have been seen often enough to
-// judge. A slot that fell back probes again after a while, since plain steps tell nothing about acceptance.
+// measured cost of a whole round by size (verify forward and bookkeeping, proposer call, the proposer's
+// catch-up); fall back to a chain when alternatives do not pay for their verify rows, and to plain decoding when
+// no draft beats it, once the slot's own drafts have been seen often enough to judge. A slot that fell back
+// probes again after a while, since plain steps tell nothing about acceptance. Whatever the estimates say, a
+// slot's speculation keeps an account of what its rounds gained or lost against plain decoding (LossBudget)
+// and takes no round whose loss, were every draft rejected, the account could not bear: the time speculation
+// can lose is bounded by construction, not by the estimates being right.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -62,15 +67,52 @@ class ProposerCost {
   // extended by half its per-token time per extra token (optimistic, so the policy tries the length and measures
   // it; below the shortest, scaled down in proportion). 0 until a call was measured.
   double seconds(int length) const;
+  // The proposer's catch-up on tokens the target ran without it (MTP's block over each kept row, a draft model
+  // over tokens decoded while speculation was off): `rows` tokens owed by the slots of one call, in `seconds`.
+  void observe_catch_up(int64_t rows, double seconds);
+  // The seconds of a catch-up on `rows` tokens: by rows as seconds() is by length (a forward's fixed cost makes
+  // one row dear and many rows cheap each); past kMaxLength rows, in proportion. 0 until one was measured.
+  double catch_up_seconds(int64_t rows) const;
+  // The most rows a catch-up feeds however many are owed (Proposer::max_catch_up_rows).
+  void set_max_catch_up_rows(int64_t rows) { max_catch_up_rows_ = rows; }
+  int64_t max_catch_up_rows() const { return max_catch_up_rows_; }
 
  private:
   std::array<RecentSeconds, kMaxLength + 1> seconds_{};
+  std::array<RecentSeconds, kMaxLength + 1> catch_up_{};
+  int64_t max_catch_up_rows_ = std::numeric_limits<int64_t>::max();
+};
+
+// One slot's speculation account against plain decoding, in plain steps (the slot's share of a step of all the
+// slots decoding together). A round that emitted t tokens at a cost of c steps adds t - c; each token the slot
+// decodes adds kLossShare to what may be lost, on top of kAllowance. A round is taken only if the account can
+// bear its worst case (every draft rejected: one token for the round's whole cost), so whatever acceptance
+// turns out to be, speculation loses at most kAllowance + kLossShare · tokens steps (plus what a round cost
+// beyond its prediction) against plain decoding, and wherever it gains, the gain pays for the rounds that lose.
+class LossBudget {
+ public:
+  // 0.8 step up front and 1.2 % of the tokens decoded: at most 2.9 % of a 48-token generation, 1.4 % of a
+  // 512-token one, while a first unlucky round (0.3-0.6 step on the 2-core machines here) leaves room for a
+  // second try soon.
+  static constexpr double kAllowance = 0.8;
+  static constexpr double kLossShare = 0.012;
+  void settle(int emitted, double cost_steps);
+  void add_plain_token() { ++tokens_; }
+  // Whether a round that would lose worst_loss steps if every draft were rejected may be taken.
+  bool allows(double worst_loss) const;
+  double balance() const { return balance_; }  // steps gained (+) or lost (-) by the rounds so far
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  double balance_ = 0.0;
+  int64_t tokens_ = 0;
 };
 
 struct PolicyDecisions {
   int64_t rounds = 0;          // speculative rounds
   int64_t plain_steps = 0;     // steps decoded without a draft because the policy chose so
   int64_t fallbacks = 0;       // times the policy switched speculation off
+  int64_t budget_plain = 0;    // of plain_steps: a round the loss budget could not bear
   std::vector<int64_t> rounds_by_length;  // index k: rounds with draft length k
 };
 
@@ -125,6 +167,15 @@ class DraftPolicy {
                         int topk, bool branches_continue = false);
   // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
   void record(int drafted, int accepted);
+  // What the round cost against plain decoding: `emitted` tokens for `cost_steps` plain steps of the slot
+  // (measured medians of its forward and proposer call, and its share of the catch-up it paid). A step whose
+  // proposer drafted nothing settles as one token for a step and the call.
+  void settle(int emitted, double cost_steps);
+  // A step the engine decoded plainly without asking the policy (to time a plain step).
+  void on_plain_step();
+  // Tokens a proposer may owe a slot between two rounds (the last round's emitted tokens): its catch-up on
+  // them is part of each round's cost. More are a run of plain steps, whose catch-up the resuming round pays.
+  static int64_t steady_owed_rows(int draft_max) { return int64_t{1} + draft_max; }
   // The outcome of a tree: parents[i] is draft token i's parent (-1: the newest token), path the accepted
   // tokens from the root down. Records, at each node of the path and at the node where it ends, which of its
   // children the target took.
@@ -133,10 +184,13 @@ class DraftPolicy {
   double acceptance() const;
   const RankAcceptance& rank_acceptance() const { return ranks_; }
   const PolicyDecisions& decisions() const { return decisions_; }
+  const LossBudget& budget() const { return budget_; }
   // True while speculation is switched off for the slot (plain decoding with periodic probes).
   bool backed_off() const { return off_; }
 
  private:
+  DraftShape decode_plainly();
+
   int draft_min_;
   int draft_max_;
   bool adaptive_;
@@ -147,8 +201,11 @@ class DraftPolicy {
   bool probing_ = false;  // the last round was a probe
   int plain_since_off_ = 0;
   int probe_after_;
+  // Tokens decoded since the slot's last round: the proposer owes them a catch-up (MTP and a draft model).
+  int64_t owed_rows_ = 0;
   PolicyDecisions decisions_;
   RankAcceptance ranks_;
+  LossBudget budget_;
 };
 
 }  // namespace rwd::spec

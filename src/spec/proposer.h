@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,8 @@ class Proposer {
   // before each propose, and leaves it out of the proposer cost it measures per draft length, which would
   // otherwise charge a whole prompt to the one length that happened to draft first, and rule that length out.
   virtual Status catch_up(std::span<const ProposeRequest>) { return Status::ok(); }
+  // The most rows one catch-up feeds for a slot however many are owed (a proposer that drops older ones).
+  virtual int64_t max_catch_up_rows() const { return std::numeric_limits<int64_t>::max(); }
 
   // Fills drafts[i] for requests[i] with at most max_draft tokens (possibly none), or with a tree of at most
   // max_nodes tokens and depth max_draft when the request asks for one and the proposer branches (DraftToken

@@ -2,7 +2,9 @@
 // the engine does not charge them to the next draft's length) against drafting without it: a slot caught up
 // chunk by chunk as the prompt arrives, or in one call before its round, drafts exactly what a slot that fed
 // every row inside propose drafts, greedy chains and best-first trees alike, because each row reaches the block
-// once, at its own position, whichever call feeds it.
+// once, at its own position, whichever call feeds it. A catch-up owed more rows than its window (a prompt's,
+// MtpProposer::kPromptWindow; a run of plain steps', kResumeWindow) feeds only the last of them: its drafts
+// are those of a block that was never given the rows before.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,13 +20,13 @@
 namespace rwd::spec {
 namespace {
 
-constexpr int kSlots = 3;
+constexpr int kSlots = 6;
 constexpr int64_t kCtx = 128;
 constexpr int64_t kProposerBatch = 16;  // below the prompt's length: catch-up runs in several forwards
 
 std::vector<int32_t> prompt_tokens(int64_t n_vocab) {
   std::vector<int32_t> tokens;
-  for (int i = 0; i < 45; ++i) tokens.push_back(static_cast<int32_t>((i * 97 + 13) % n_vocab));
+  for (int i = 0; i < 75; ++i) tokens.push_back(static_cast<int32_t>((i * 97 + 13) % n_vocab));
   return tokens;
 }
 
@@ -63,10 +65,12 @@ void run_target(Fixture& f, int slot, const std::vector<int32_t>& tokens, int64_
   ASSERT_TRUE(f.mtp->on_target_forward(slot, begin, end - begin, end - begin, f.target->hidden_rows()).is_ok());
 }
 
-ProposeRequest request_for(int slot, const std::vector<int32_t>& tokens, int max_draft, int max_nodes) {
+ProposeRequest request_for(int slot, const std::vector<int32_t>& tokens, int max_draft, int max_nodes,
+                           int64_t n_prompt) {
   ProposeRequest request;
   request.slot = slot;
   request.tokens = tokens;
+  request.n_prompt = n_prompt;
   request.max_draft = max_draft;
   request.max_nodes = max_nodes;
   request.tree_topk = max_nodes > 0 ? 3 : 0;
@@ -74,38 +78,57 @@ ProposeRequest request_for(int slot, const std::vector<int32_t>& tokens, int max
 }
 
 TEST(MtpCatchUp, DraftsAreThoseOfFeedingEveryRowInPropose) {
+  constexpr int kMaxDraft = 4;
   for (const int max_nodes : {0, 9}) {
     SCOPED_TRACE(max_nodes > 0 ? "tree" : "chain");
     Fixture f;
     load(f);
     const std::vector<int32_t> tokens = prompt_tokens(f.model->hparams().n_vocab);
     const int64_t n = static_cast<int64_t>(tokens.size());
+    // What one catch-up before the round leaves unfed: the newest token's row and the draft's before it. Slots
+    // 1 and 4 are owed the whole sequence in one catch-up, as a prompt (n_prompt = n) and as the plain steps
+    // after a 10-token prompt.
+    const int64_t prompt_window_start = n - 2 - kMaxDraft - MtpProposer::kPromptWindow;
+    const int64_t resume_window_start = n - 2 - kMaxDraft - MtpProposer::kResumeWindow;
+    constexpr int64_t kShortPrompt = 10;
     for (int slot = 0; slot < kSlots; ++slot) f.mtp->start_sequence(slot, 0, false);
     // Slot 0 follows the prompt in chunks of 13, catching up after each, as the engine does with a prompt.
     for (int64_t begin = 0; begin < n; begin += 13) {
       const int64_t end = std::min(n, begin + 13);
       run_target(f, 0, tokens, begin, end);
       const std::vector<int32_t> so_far(tokens.begin(), tokens.begin() + end);
-      ASSERT_TRUE(f.mtp->catch_up(std::vector<ProposeRequest>{request_for(0, so_far, 4, 0)}).is_ok());
+      ASSERT_TRUE(f.mtp->catch_up(std::vector<ProposeRequest>{request_for(0, so_far, kMaxDraft, 0, n)}).is_ok());
     }
-    // Slot 1 runs the prompt in one piece and is caught up twice before its round (the second call finds
-    // nothing owed); slot 2 feeds every row inside propose.
-    run_target(f, 1, tokens, 0, n);
-    run_target(f, 2, tokens, 0, n);
+    // Slots 1 and 4 run the sequence in one piece and are caught up twice before their round (the first feeds
+    // the window, the second finds nothing owed); slot 2 feeds every row inside propose; slots 3 and 5 give
+    // the block only the rows from the windows' starts, inside propose.
+    for (int slot : {1, 2, 4}) run_target(f, slot, tokens, 0, n);
+    for (const auto& [slot, start] : {std::pair{3, prompt_window_start}, std::pair{5, resume_window_start}}) {
+      run_target(f, slot, tokens, 0, start);
+      f.mtp->start_sequence(slot, start, false);
+      run_target(f, slot, tokens, start, n);
+    }
     for (int call = 0; call < 2; ++call) {
-      ASSERT_TRUE(f.mtp->catch_up(std::vector<ProposeRequest>{request_for(1, tokens, 4, max_nodes)}).is_ok());
+      for (const auto& [slot, n_prompt] : {std::pair{1, n}, std::pair{4, kShortPrompt}}) {
+        ASSERT_TRUE(f.mtp->catch_up(std::vector<ProposeRequest>{request_for(slot, tokens, kMaxDraft, max_nodes,
+                                                                             n_prompt)})
+                        .is_ok());
+      }
     }
     std::vector<std::vector<DraftToken>> drafts;
-    const std::vector<ProposeRequest> requests = {request_for(0, tokens, 4, max_nodes),
-                                                  request_for(1, tokens, 4, max_nodes),
-                                                  request_for(2, tokens, 4, max_nodes)};
+    std::vector<ProposeRequest> requests;
+    for (int slot = 0; slot < kSlots; ++slot) {
+      requests.push_back(request_for(slot, tokens, kMaxDraft, max_nodes, slot == 4 ? kShortPrompt : n));
+    }
     ASSERT_TRUE(f.mtp->propose(requests, drafts).is_ok());
-    ASSERT_EQ(drafts.size(), 3u);
+    ASSERT_EQ(drafts.size(), static_cast<size_t>(kSlots));
     ASSERT_EQ(drafts[2].size(), max_nodes > 0 ? 9u : 4u);
-    EXPECT_EQ(ids_of(drafts[0]), ids_of(drafts[2]));
-    EXPECT_EQ(ids_of(drafts[1]), ids_of(drafts[2]));
-    for (size_t i = 0; i < drafts[2].size(); ++i) {
-      EXPECT_EQ(draft_parent(drafts[0], i), draft_parent(drafts[2], i)) << "node " << i;
+    for (const auto& [windowed, reference] : {std::pair{0, 2}, std::pair{1, 3}, std::pair{4, 5}}) {
+      SCOPED_TRACE(testing::Message() << "slot " << windowed << " against slot " << reference);
+      EXPECT_EQ(ids_of(drafts[windowed]), ids_of(drafts[reference]));
+      for (size_t i = 0; i < drafts[reference].size(); ++i) {
+        EXPECT_EQ(draft_parent(drafts[windowed], i), draft_parent(drafts[reference], i)) << "node " << i;
+      }
     }
   }
 }
@@ -116,7 +139,7 @@ TEST(MtpCatchUp, MissingTrunkRowsAreNamed) {
   const std::vector<int32_t> tokens = prompt_tokens(f.model->hparams().n_vocab);
   f.mtp->start_sequence(0, 0, false);
   run_target(f, 0, tokens, 0, 20);  // the proposer holds rows 0..19 only
-  const Status status = f.mtp->catch_up(std::vector<ProposeRequest>{request_for(0, tokens, 4, 0)});
+  const Status status = f.mtp->catch_up(std::vector<ProposeRequest>{request_for(0, tokens, 4, 0, 0)});
   ASSERT_FALSE(status.is_ok());
   EXPECT_NE(status.message().find("lacks trunk hidden rows"), std::string::npos) << status.message();
 }

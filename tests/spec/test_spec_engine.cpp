@@ -271,7 +271,13 @@ TEST(SpecAdaptiveTrees, EveryShapeThePolicyChoosesEqualsPlainDecoding) {
         }
         drafted += spec[p].spec.drafted;
       }
-      EXPECT_GT(drafted, 0) << "the policy never drafted";
+      // n-gram and oracle drafts cost next to nothing, so their rounds can pay on any machine and the policy
+      // tries them. Whether a model proposer's can depends on this machine's costs: the draft model is the
+      // target's twin, as dear per token as the target, so one slot's round never pays (k + 1 tokens for more
+      // than k + 1 steps) and the policy rightly never drafts with it.
+      if (mode == "ngram" || mode == "oracle") {
+        EXPECT_GT(drafted, 0) << "the policy never drafted";
+      }
     }
   }
 }
