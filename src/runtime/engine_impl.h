@@ -149,7 +149,10 @@ class EngineImpl final : public Engine {
   // This step's proposer call and the catch-up before it; the longest draft made.
   double propose_seconds_ = 0.0;
   double catch_up_seconds_ = 0.0;
-  bool resuming_ = false;  // a slot's catch-up covered a run of plain steps (DraftPolicy::steady_owed_rows)
+  bool resuming_ = false;
+  // Slots that drafted in the last step any did (0 before one did: all are expected to), which the policy
+  // expects to share the next round's cost.
+  int64_t drafting_slots_ = 0;  // a slot's catch-up covered a run of plain steps (DraftPolicy::steady_owed_rows)
   size_t longest_draft_ = 0;
   int64_t run_first_row_ = 0;                 // batch row of the run being finished
   std::vector<float> kept_hidden_;            // a tree run's kept rows of hidden, for the proposer

@@ -17,12 +17,15 @@ constexpr int64_t kPlainRetimeSteps = 64;
 // calibrate_costs: prompt tokens before the first timed step; timings of each size: the first of a size counts
 // only until the second arrives, so six fill the median's window of five with warm ones, robust to one step
 // that another process slowed (on the trained hybrid one of three 2-token timings took 846 µs against 479,
-// and with two kept their mean priced every verify 40 % too dear). A model whose reps take long stops at three
-// (a 1.5B model on two cores: about a second each).
+// and with two kept their mean priced every verify 40 % too dear). A model whose reps take long stops after
+// two once half a second has gone (a rep of a 1.5B model on two cores takes about that), so that loading
+// costs little more. Draft lengths up to kCalibratedLengths: the policy seldom drafts more on a CPU, and
+// longer ones are timed when first drafted.
 constexpr int64_t kCalibrationPrompt = 4;
 constexpr int kCalibrationReps = 6;
-constexpr int kCalibrationMinReps = 3;
-constexpr double kCalibrationSeconds = 1.0;
+constexpr int kCalibrationMinReps = 2;
+constexpr double kCalibrationSeconds = 0.5;
+constexpr int kCalibratedLengths = 3;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -31,9 +34,9 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 Status EngineImpl::calibrate_costs() {
-  const int draft_max = options_.spec.draft_max;
+  const int longest_draft = std::min(options_.spec.draft_max, kCalibratedLengths);
   // Each rep advances the slots by one plain step and one token per round (a round keeps its newest token).
-  const int64_t positions = kCalibrationPrompt + int64_t{kCalibrationReps} * (1 + draft_max);
+  const int64_t positions = kCalibrationPrompt + int64_t{kCalibrationReps} * (1 + longest_draft);
   // The checkpoint policy re-runs a round's kept token, which is not a round's cost on the others; a context or
   // batch too small for the sizes leaves the policy to measure as it goes.
   if (state_->policy() == state::RollbackPolicy::checkpoint || positions >= options_.n_ctx) return Status::ok();
@@ -43,7 +46,7 @@ Status EngineImpl::calibrate_costs() {
   std::vector<int> slot_counts = {1};
   if (options_.n_slots > 1) slot_counts.push_back(options_.n_slots);
   for (const int n_slots : slot_counts) {
-    if (static_cast<int64_t>(n_slots) * (1 + draft_max) > options_.n_batch) continue;
+    if (static_cast<int64_t>(n_slots) * (1 + longest_draft) > options_.n_batch) continue;
     // With one slot the proposer drafts each round as in a request (its drafts are what the target verifies);
     // with all slots the target alone is timed.
     const bool with_proposer = proposer_ != nullptr && n_slots == 1;
@@ -58,7 +61,7 @@ Status EngineImpl::calibrate_costs() {
     spec::ProposeRequest request;
     request.sampling = &greedy;
     request.n_prompt = kCalibrationPrompt;
-    request.max_draft = draft_max;
+    request.max_draft = longest_draft;
     const std::span<const spec::ProposeRequest> requests(&request, 1);
     if (with_proposer) {
       proposer_->start_sequence(0, 0, false);
@@ -71,7 +74,7 @@ Status EngineImpl::calibrate_costs() {
     const auto began = Clock::now();
     for (int rep = 0; rep < kCalibrationReps; ++rep) {
       if (rep >= kCalibrationMinReps && seconds_between(began, Clock::now()) > kCalibrationSeconds) break;
-      for (int n_tokens = 1; n_tokens <= 1 + draft_max; ++n_tokens) {
+      for (int n_tokens = 1; n_tokens <= 1 + longest_draft; ++n_tokens) {
         const auto newest = static_cast<int32_t>(tokens.size());
         tokens.push_back(filler);
         drafts.assign(1, {});
@@ -101,7 +104,7 @@ Status EngineImpl::calibrate_costs() {
         }
         const auto start = Clock::now();
         REWIND_RETURN_IF_ERROR(forward_->forward(batch_, *state_, logits_));
-        cost_.observe(batch_.size(), seconds_between(start, Clock::now()));
+        cost_.observe(n_slots, batch_.size(), seconds_between(start, Clock::now()));
         // Every draft rejected: the round keeps its newest token, as a plain step does.
         for (state::Transaction& txn : txns) REWIND_RETURN_IF_ERROR(txn.commit(1).status());
         if (with_proposer) {
@@ -162,7 +165,7 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
   // steps, up to kPlainRetimeSteps): the first steps after a prompt run slow (3x on the trained hybrid), and a
   // step timed then made every verify look cheap for the next 64 rounds.
   const int64_t n_decoding = static_cast<int64_t>(decoding.size());
-  const int64_t plain_timings = cost_.timings(n_decoding);
+  const int64_t plain_timings = cost_.timings(n_decoding, n_decoding);
   const int64_t retime_after = std::min(kPlainRetimeSteps, int64_t{1} << std::min<int64_t>(plain_timings, 6));
   const bool time_plain_step = options_.spec.adaptive && n_decoding > 0 &&
                                (plain_timings == 0 || speculative_steps_since_plain_ >= retime_after);
@@ -181,7 +184,7 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     const int64_t room = std::min<int64_t>(node_room, slot.request.max_tokens - slot.n_generated - 1);
     spec::DraftShape shape =
         slot.policy->next_shape(cost_, proposer_cost_, static_cast<int64_t>(decoding.size()), tree_nodes(slot),
-                                options_.spec.tree_topk, proposer_->branches_continue());
+                                options_.spec.tree_topk, proposer_->branches_continue(), drafting_slots_);
     shape.fit(static_cast<int>(std::min<int64_t>(shape.length, room)), static_cast<int>(node_room));
     if (shape.length < 1) continue;
     requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), shape));
@@ -214,8 +217,8 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     owed_total += owed_rows[r];
     slot.proposed_through = static_cast<int64_t>(slot.tokens.size());
   }
-  resuming_ = std::any_of(owed_rows.begin(), owed_rows.end(),
-                          [&](int64_t owed) { return owed > spec::DraftPolicy::steady_owed_rows(options_.spec.draft_max); });
+  const int64_t steady_rows = spec::DraftPolicy::steady_owed_rows(options_.spec.draft_max);
+  resuming_ = std::any_of(owed_rows.begin(), owed_rows.end(), [&](int64_t owed) { return owed > steady_rows; });
   if (!requests.empty()) {
     bool measured = true;
     if (!propose(requests, drafts)) {
@@ -377,7 +380,7 @@ Status EngineImpl::finish_spec_run(Slot& slot, SlotRun& run) {
 
 void EngineImpl::settle_rounds(const std::vector<SlotRun>& runs) {
   const auto n_slots = static_cast<int64_t>(runs.size());
-  const double plain_seconds = cost_.seconds(n_slots);
+  const double plain_seconds = cost_.seconds(n_slots, n_slots);
   int64_t n_proposed = 0;
   int64_t owed_total = 0;
   for (const SlotRun& run : runs) {
@@ -385,15 +388,18 @@ void EngineImpl::settle_rounds(const std::vector<SlotRun>& runs) {
     owed_total += run.proposed ? run.owed_rows : 0;
   }
   if (n_proposed == 0 || plain_seconds <= 0.0) return;
+  const auto drafted = std::count_if(runs.begin(), runs.end(), [](const SlotRun& run) { return !run.draft.empty(); });
+  if (drafted > 0) drafting_slots_ = drafted;
   // Medians, so one step slowed by another process does not count against speculation; a call that drafted
   // nothing is not priced by length, so its own time counts, and so does a catch-up on a run of plain steps.
   const double call_seconds = longest_draft_ > 0 ? proposer_cost_.seconds(static_cast<int>(longest_draft_))
                                                  : propose_seconds_ + catch_up_seconds_;
-  const double round_steps = (cost_.seconds(static_cast<int64_t>(batch_.size())) + call_seconds) / plain_seconds;
+  const double round_steps = (cost_.seconds(n_slots, batch_.size()) + call_seconds) / plain_seconds;
   // In the slot's plain steps (its share of a step of all the slots): what the round cost beyond a plain step
   // is shared by the slots that asked for a draft.
   const double extra_steps = (round_steps - 1.0) * static_cast<double>(n_slots) / static_cast<double>(n_proposed);
   const double share_seconds = plain_seconds / static_cast<double>(n_slots);
+  const double token_value = cost_.token_value(n_slots);
   for (const SlotRun& run : runs) {
     Slot& slot = slots_[run.slot];
     if (!run.proposed || !slot.policy) continue;
@@ -401,7 +407,7 @@ void EngineImpl::settle_rounds(const std::vector<SlotRun>& runs) {
         resuming_ && owed_total > 0 && longest_draft_ > 0
             ? catch_up_seconds_ * static_cast<double>(run.owed_rows) / static_cast<double>(owed_total) / share_seconds
             : 0.0;
-    slot.policy->settle(run.draft.empty() ? 1 : run.n_emitted, 1.0 + extra_steps + catch_up_steps);
+    slot.policy->settle(run.draft.empty() ? 1 : run.n_emitted, 1.0 + extra_steps + catch_up_steps, token_value);
   }
 }
 

@@ -46,7 +46,8 @@ constexpr int64_t kMinEvidence = 16;
 template <size_t N>
 double interpolated(const std::array<RecentSeconds, N>& seconds, int length) {
   length = std::clamp(length, 1, static_cast<int>(N) - 1);
-  const bool any_twice = std::any_of(seconds.begin(), seconds.end(), [](const RecentSeconds& s) { return s.count() >= 2; });
+  const bool any_twice =
+      std::any_of(seconds.begin(), seconds.end(), [](const RecentSeconds& s) { return s.count() >= 2; });
   const int64_t min_count = any_twice ? 2 : 1;
   const auto measured = [&](int k) { return seconds[k].count() >= min_count; };
   if (measured(length)) return seconds[length].median();
@@ -83,42 +84,59 @@ void RecentSeconds::add(double seconds) {
                              : 0.5 * (sorted[static_cast<size_t>(middle - 1)] + sorted[static_cast<size_t>(middle)]);
 }
 
-void CostModel::observe(int64_t n_tokens, double seconds) {
-  if (n_tokens < 1 || n_tokens > kMaxTokens || !(seconds > 0.0)) return;
-  seconds_[n_tokens].add(seconds);
+void CostModel::observe(int64_t n_slots, int64_t n_tokens, double seconds) {
+  if (n_slots < 1 || n_tokens < n_slots || n_tokens > kMaxTokens || !(seconds > 0.0)) return;
+  if (static_cast<int64_t>(by_slots_.size()) <= n_slots) by_slots_.resize(static_cast<size_t>(n_slots) + 1);
+  by_slots_[static_cast<size_t>(n_slots)][static_cast<size_t>(n_tokens)].add(seconds);
 }
 
-double CostModel::relative_cost(int64_t n_tokens, int64_t base_tokens) const {
-  n_tokens = std::clamp<int64_t>(n_tokens, 1, kMaxTokens);
-  base_tokens = std::clamp<int64_t>(base_tokens, 1, kMaxTokens);
-  const double optimistic_slope = 0.1 / static_cast<double>(base_tokens);
-  const auto measured = [&](int64_t n) { return seconds_[n].count() > 0; };
-  if (!measured(base_tokens)) return 1.0 + optimistic_slope * static_cast<double>(n_tokens - base_tokens);
-  const double base = seconds_[base_tokens].median();
-  if (measured(n_tokens)) return seconds_[n_tokens].median() / base;
+const CostModel::BySize* CostModel::row(int64_t n_slots) const {
+  return n_slots >= 1 && n_slots < static_cast<int64_t>(by_slots_.size()) ? &by_slots_[static_cast<size_t>(n_slots)]
+                                                                          : nullptr;
+}
+
+double CostModel::relative_cost(int64_t n_slots, int64_t n_tokens) const {
+  n_slots = std::clamp<int64_t>(n_slots, 1, kMaxTokens);
+  n_tokens = std::clamp<int64_t>(n_tokens, n_slots, kMaxTokens);
+  const double optimistic_slope = 0.1 / static_cast<double>(n_slots);
+  const BySize* seconds = row(n_slots);
+  const auto measured = [&](int64_t n) { return seconds != nullptr && (*seconds)[n].count() > 0; };
+  if (!measured(n_slots)) return 1.0 + optimistic_slope * static_cast<double>(n_tokens - n_slots);
+  const double base = (*seconds)[n_slots].median();
+  if (measured(n_tokens)) return (*seconds)[n_tokens].median() / base;
   // Between two measured sizes: interpolate. Past the largest: extend it optimistically, so the policy tries
   // the size once and measures it (t(n) is flat while memory-bound and steep once compute-bound; no fit of
   // a few points predicts where the bend is).
   int64_t below = 0;
   int64_t above = 0;
-  for (int64_t n = n_tokens - 1; n >= 1 && below == 0; --n) below = measured(n) ? n : 0;
+  for (int64_t n = n_tokens - 1; n >= n_slots && below == 0; --n) below = measured(n) ? n : 0;
   for (int64_t n = n_tokens + 1; n <= kMaxTokens && above == 0; ++n) above = measured(n) ? n : 0;
   if (below > 0 && above > 0) {
     const double f = static_cast<double>(n_tokens - below) / static_cast<double>(above - below);
-    return ((1.0 - f) * seconds_[below].median() + f * seconds_[above].median()) / base;
+    return ((1.0 - f) * (*seconds)[below].median() + f * (*seconds)[above].median()) / base;
   }
-  if (below > 0) return seconds_[below].median() / base + optimistic_slope * static_cast<double>(n_tokens - below);
-  return std::max(1.0, seconds_[above].median() / base);
+  if (below > 0) return (*seconds)[below].median() / base + optimistic_slope * static_cast<double>(n_tokens - below);
+  return std::max(1.0, (*seconds)[above].median() / base);
 }
 
-double CostModel::seconds(int64_t n_tokens) const {
-  if (n_tokens < 1 || n_tokens > kMaxTokens) return 0.0;
-  return seconds_[n_tokens].median();
+double CostModel::seconds(int64_t n_slots, int64_t n_tokens) const {
+  const BySize* seconds = row(n_slots);
+  if (seconds == nullptr || n_tokens < 1 || n_tokens > kMaxTokens) return 0.0;
+  return (*seconds)[n_tokens].median();
 }
 
-int64_t CostModel::timings(int64_t n_tokens) const {
-  if (n_tokens < 1 || n_tokens > kMaxTokens) return 0;
-  return seconds_[n_tokens].count();
+double CostModel::token_value(int64_t n_slots) const {
+  const double one = seconds(1, 1);
+  const double all = seconds(n_slots, n_slots);
+  if (n_slots <= 1 || one <= 0.0 || all <= 0.0) return 1.0;
+  const double marginal = (all - one) / static_cast<double>(n_slots - 1);
+  return std::clamp(marginal / (all / static_cast<double>(n_slots)), 0.25, 1.0);
+}
+
+int64_t CostModel::timings(int64_t n_slots, int64_t n_tokens) const {
+  const BySize* seconds = row(n_slots);
+  if (seconds == nullptr || n_tokens < 1 || n_tokens > kMaxTokens) return 0;
+  return (*seconds)[n_tokens].count();
 }
 
 void ProposerCost::observe(int length, double seconds) {
@@ -135,8 +153,8 @@ void ProposerCost::observe_catch_up(int64_t rows, double seconds) {
   }
 }
 
-void LossBudget::settle(int emitted, double cost_steps) {
-  balance_ += static_cast<double>(emitted) - cost_steps;
+void LossBudget::settle(int emitted, double cost_steps, double token_value) {
+  balance_ += 1.0 + token_value * static_cast<double>(emitted - 1) - cost_steps;
   tokens_ += emitted;
 }
 
@@ -217,8 +235,9 @@ DraftPolicy::DraftPolicy(int draft_min, int draft_max, bool adaptive)
 
 double DraftPolicy::acceptance() const { return accepted_weight_ / evaluated_weight_; }
 
-int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots) {
-  return next_shape(cost, proposer, batch_slots, 0, 1).length;
+int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
+                             int64_t drafting_slots) {
+  return next_shape(cost, proposer, batch_slots, 0, 1, false, drafting_slots).length;
 }
 
 DraftShape DraftPolicy::decode_plainly() {
@@ -233,12 +252,12 @@ void DraftPolicy::on_plain_step() {
 }
 
 DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
-                                   int max_nodes, int topk, bool branches_continue) {
+                                   int max_nodes, int topk, bool branches_continue, int64_t drafting_slots) {
   const bool trees = max_nodes > 0 && topk > 1;
   if (!adaptive_) return {draft_max_, trees ? std::max(max_nodes, draft_max_) : 0, {}};
   // The slots decoding together share the forward: a round of this slot's tokens with the others' alike,
   // against a step of all of them. Costs are in plain steps of the slot (its share of that step).
-  const double step_seconds = cost.seconds(batch_slots);
+  const double step_seconds = cost.seconds(batch_slots, batch_slots);
   const double step_share = step_seconds > 0.0 ? step_seconds / static_cast<double>(batch_slots) : 0.0;
   // The proposer's catch-up on a round's kept tokens is measured with its call (ProposerCost::seconds); one
   // on a run of plain steps is what a round that resumes speculating pays on top.
@@ -247,10 +266,14 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
                                  ? proposer.catch_up_seconds(owed) / step_share
                                  : 0.0;
   // The engine measures a proposer call by the size of the draft it made, nodes for a tree (MTP runs its block
-  // on the nodes it grows), so a shape's call is priced by its size too.
+  // on the nodes it grows), so a shape's call is priced by its size too. What the round adds to a plain step
+  // and the call are shared by the slots drafting: per slot, in its plain steps.
+  const int64_t sharing = drafting_slots > 0 ? std::min(drafting_slots, batch_slots) : batch_slots;
+  const double share = static_cast<double>(batch_slots) / static_cast<double>(sharing);
   const auto round_cost = [&](int n_tokens) {
     const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(n_tokens - 1) / step_seconds : 0.0;
-    return cost.relative_cost(batch_slots * n_tokens, batch_slots) + proposer_cost;
+    const double added = cost.relative_cost(batch_slots, batch_slots + sharing * (n_tokens - 1)) - 1.0;
+    return 1.0 + (added + proposer_cost) * share;
   };
   const auto worst_loss = [&](const DraftShape& shape) {
     const int n_drafted = shape.nodes > 0 ? shape.nodes : shape.length;
@@ -271,9 +294,12 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
     return probe;
   }
   const double alpha = std::min(acceptance(), 0.999);
+  // Tokens past a round's first are worth less where other slots share the step (CostModel::token_value).
+  const double value = cost.token_value(batch_slots);
+  const auto worth = [&](double tokens) { return 1.0 + value * (tokens - 1.0); };
   // A shape of depth k can emit at most k + 1 tokens: one that would not beat plain decoding even then is
   // never drafted, whatever the acceptance estimate.
-  const auto could_pay = [&](int k, int n_tokens) { return (k + 1.0) / round_cost(n_tokens) > 1.0; };
+  const auto could_pay = [&](int k, int n_tokens) { return worth(k + 1.0) / round_cost(n_tokens) > 1.0; };
   DraftShape best;
   double best_gain = 0.0;
   double best_tokens = 0.0;
@@ -286,7 +312,7 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
   const int longest = static_cast<int>(std::min<int64_t>(draft_max_, draft_min_ + evaluated_total_));
   for (int k = draft_min_; k <= longest; ++k) {
     double expected_tokens = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
-    double gain = expected_tokens / round_cost(k + 1);
+    double gain = worth(expected_tokens) / round_cost(k + 1);
     if (gain > best_gain && could_pay(k, k + 1)) {
       best_gain = gain;
       best_tokens = expected_tokens;
@@ -340,7 +366,7 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
         break;
       }
       expected_tokens += best_value;
-      gain = expected_tokens / round_cost(k + 1 + extra);
+      gain = worth(expected_tokens) / round_cost(k + 1 + extra);
       if (gain > best_gain && could_pay(k, k + 1 + extra)) {
         best_gain = gain;
         best_tokens = expected_tokens;
@@ -368,7 +394,7 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
   }
   const int total_nodes = explored.nodes > 0 ? explored.nodes : explored.length;
   const double explored_tokens = best_tokens + best_first_reach;
-  const bool alternative_could_pay = explored_tokens / round_cost(total_nodes + 2) > best_gain;
+  const bool alternative_could_pay = worth(explored_tokens) / round_cost(total_nodes + 2) > best_gain;
   if (phase == kExploreTreeAt && trees && explored.length > 0 && total_nodes < max_nodes && alternative_could_pay) {
     explored.alternatives.resize(static_cast<size_t>(explored.length), 0);
     if (explored.alternatives[0] < topk - 1) {
@@ -385,7 +411,7 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
   }
   for (int k = best.length - 1; k >= draft_min_; --k) {
     const DraftShape chain{k, 0, {}};
-    const double gain = (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha) / round_cost(k + 1);
+    const double gain = worth((1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha)) / round_cost(k + 1);
     if (could_pay(k, k + 1) && gain >= std::min(best_gain, kMinGain) && budget_.allows(worst_loss(chain))) {
       return chain;
     }
@@ -404,8 +430,8 @@ void DraftPolicy::record(int drafted, int accepted) {
   evaluated_weight_ = kDecay * evaluated_weight_ + evaluated;
 }
 
-void DraftPolicy::settle(int emitted, double cost_steps) {
-  budget_.settle(emitted, cost_steps);
+void DraftPolicy::settle(int emitted, double cost_steps, double token_value) {
+  budget_.settle(emitted, cost_steps, token_value);
   owed_rows_ = emitted;
 }
 
