@@ -158,6 +158,7 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
   // Draft lengths first, so that one proposer call serves every speculating slot.
   std::vector<spec::ProposeRequest> requests;
   std::vector<int> request_slots;
+  std::vector<spec::DraftShape> shapes;
   // The policy weighs a verify round against a plain step of the same slots, so that step must have been timed:
   // until it has, and again after some speculative steps (the machine's speed drifts), the slots decode plainly
   // once. Without it a slot that drafts from its first step never learns what drafting costs and keeps drafting
@@ -189,6 +190,21 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     if (shape.length < 1) continue;
     requests.push_back(propose_request(slot, static_cast<int64_t>(slot.tokens.size()), shape));
     request_slots.push_back(index);
+    shapes.push_back(std::move(shape));
+  }
+  // Each slot chose expecting drafting_slots_ to draft with it; with fewer, each bears more of the round. A
+  // slot whose budget does not bear its round with those that do decodes plainly, until all that draft bear it.
+  for (bool declined = true; declined && !requests.empty();) {
+    declined = false;
+    for (size_t r = requests.size(); r-- > 0;) {
+      spec::DraftPolicy& policy = *slots_[request_slots[r]].policy;
+      if (policy.bears(shapes[r], cost_, proposer_cost_, n_decoding, static_cast<int64_t>(requests.size()))) continue;
+      policy.decline();
+      requests.erase(requests.begin() + static_cast<std::ptrdiff_t>(r));
+      request_slots.erase(request_slots.begin() + static_cast<std::ptrdiff_t>(r));
+      shapes.erase(shapes.begin() + static_cast<std::ptrdiff_t>(r));
+      declined = true;
+    }
   }
   speculative_steps_since_plain_ = requests.empty() ? 0 : speculative_steps_since_plain_ + 1;
   std::vector<std::vector<spec::DraftToken>> drafts(requests.size());

@@ -240,6 +240,47 @@ int DraftPolicy::next_length(const CostModel& cost, const ProposerCost& proposer
   return next_shape(cost, proposer, batch_slots, 0, 1, false, drafting_slots).length;
 }
 
+double DraftPolicy::round_steps(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
+                                int64_t drafting_slots, int n_tokens) const {
+  // The engine measures a proposer call by the size of the draft it made, nodes for a tree (MTP runs its block
+  // on the nodes it grows), so a shape's call is priced by its size too. What the round adds to a plain step of
+  // all the slots, and the call, are shared by the slots drafting: per slot, in its plain steps.
+  const double step_seconds = cost.seconds(batch_slots, batch_slots);
+  const int64_t sharing = drafting_slots > 0 ? std::min(drafting_slots, batch_slots) : batch_slots;
+  const double share = static_cast<double>(batch_slots) / static_cast<double>(sharing);
+  const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(n_tokens - 1) / step_seconds : 0.0;
+  const double added = cost.relative_cost(batch_slots, batch_slots + sharing * (n_tokens - 1)) - 1.0;
+  return 1.0 + (added + proposer_cost) * share;
+}
+
+double DraftPolicy::worst_loss(const DraftShape& shape, const CostModel& cost, const ProposerCost& proposer,
+                               int64_t batch_slots, int64_t drafting_slots) const {
+  // The proposer's catch-up on a round's kept tokens is measured with its call (ProposerCost::seconds); one
+  // on a run of plain steps is what a round that resumes speculating pays on top.
+  const double step_share = cost.seconds(batch_slots, batch_slots) / static_cast<double>(batch_slots);
+  const int64_t owed = std::min(owed_rows_, proposer.max_catch_up_rows());
+  const double resume_cost = owed > steady_owed_rows(draft_max_) && step_share > 0.0
+                                 ? proposer.catch_up_seconds(owed) / step_share
+                                 : 0.0;
+  const int n_drafted = shape.nodes > 0 ? shape.nodes : shape.length;
+  return round_steps(cost, proposer, batch_slots, drafting_slots, n_drafted + 1) + resume_cost - 1.0;
+}
+
+bool DraftPolicy::bears(const DraftShape& shape, const CostModel& cost, const ProposerCost& proposer,
+                        int64_t batch_slots, int64_t drafting_slots) const {
+  return !adaptive_ || budget_.allows(worst_loss(shape, cost, proposer, batch_slots, drafting_slots));
+}
+
+void DraftPolicy::decline() {
+  ++decisions_.budget_plain;
+  if (probing_) {  // the probe waits for the next step
+    probing_ = false;
+    off_ = true;
+    plain_since_off_ = probe_after_;
+  }
+  decode_plainly();
+}
+
 DraftShape DraftPolicy::decode_plainly() {
   ++decisions_.plain_steps;
   on_plain_step();
@@ -255,29 +296,11 @@ DraftShape DraftPolicy::next_shape(const CostModel& cost, const ProposerCost& pr
                                    int max_nodes, int topk, bool branches_continue, int64_t drafting_slots) {
   const bool trees = max_nodes > 0 && topk > 1;
   if (!adaptive_) return {draft_max_, trees ? std::max(max_nodes, draft_max_) : 0, {}};
-  // The slots decoding together share the forward: a round of this slot's tokens with the others' alike,
-  // against a step of all of them. Costs are in plain steps of the slot (its share of that step).
-  const double step_seconds = cost.seconds(batch_slots, batch_slots);
-  const double step_share = step_seconds > 0.0 ? step_seconds / static_cast<double>(batch_slots) : 0.0;
-  // The proposer's catch-up on a round's kept tokens is measured with its call (ProposerCost::seconds); one
-  // on a run of plain steps is what a round that resumes speculating pays on top.
-  const int64_t owed = std::min(owed_rows_, proposer.max_catch_up_rows());
-  const double resume_cost = owed > steady_owed_rows(draft_max_) && step_share > 0.0
-                                 ? proposer.catch_up_seconds(owed) / step_share
-                                 : 0.0;
-  // The engine measures a proposer call by the size of the draft it made, nodes for a tree (MTP runs its block
-  // on the nodes it grows), so a shape's call is priced by its size too. What the round adds to a plain step
-  // and the call are shared by the slots drafting: per slot, in its plain steps.
-  const int64_t sharing = drafting_slots > 0 ? std::min(drafting_slots, batch_slots) : batch_slots;
-  const double share = static_cast<double>(batch_slots) / static_cast<double>(sharing);
   const auto round_cost = [&](int n_tokens) {
-    const double proposer_cost = step_seconds > 0.0 ? proposer.seconds(n_tokens - 1) / step_seconds : 0.0;
-    const double added = cost.relative_cost(batch_slots, batch_slots + sharing * (n_tokens - 1)) - 1.0;
-    return 1.0 + (added + proposer_cost) * share;
+    return round_steps(cost, proposer, batch_slots, drafting_slots, n_tokens);
   };
   const auto worst_loss = [&](const DraftShape& shape) {
-    const int n_drafted = shape.nodes > 0 ? shape.nodes : shape.length;
-    return round_cost(n_drafted + 1) + resume_cost - 1.0;
+    return this->worst_loss(shape, cost, proposer, batch_slots, drafting_slots);
   };
   if (off_) {
     if (++plain_since_off_ < probe_after_) return decode_plainly();

@@ -181,6 +181,13 @@ class DraftPolicy {
   // proposer.
   DraftShape next_shape(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots, int max_nodes,
                         int topk, bool branches_continue = false, int64_t drafting_slots = 0);
+  // Whether the loss budget bears `shape` (as next_shape chose it) when drafting_slots of the batch_slots draft
+  // in the step: the engine asks once every slot has chosen, since a slot that drafts with fewer others than
+  // next_shape expected bears more of the round. Always true without adaptation.
+  bool bears(const DraftShape& shape, const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
+             int64_t drafting_slots) const;
+  // Takes back the round next_shape chose: the step decodes plainly (a probe waits for the next step).
+  void decline();
   // The outcome of a round that drafted `drafted` tokens of which `accepted` were accepted.
   void record(int drafted, int accepted);
   // What the round cost against plain decoding: `emitted` tokens for `cost_steps` plain steps of the slot
@@ -207,6 +214,13 @@ class DraftPolicy {
 
  private:
   DraftShape decode_plainly();
+  // A round of n_tokens (the newest and the draft) in the slot's plain steps: the forward it adds to a plain
+  // step of the batch_slots and the proposer call, both shared by the drafting_slots (0: all).
+  double round_steps(const CostModel& cost, const ProposerCost& proposer, int64_t batch_slots,
+                     int64_t drafting_slots, int n_tokens) const;
+  // What `shape` loses against plain decoding if every draft is rejected, with the catch-up it owes.
+  double worst_loss(const DraftShape& shape, const CostModel& cost, const ProposerCost& proposer,
+                    int64_t batch_slots, int64_t drafting_slots) const;
 
   int draft_min_;
   int draft_max_;
