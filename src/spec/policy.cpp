@@ -259,9 +259,15 @@ double DraftPolicy::worst_loss(const DraftShape& shape, const CostModel& cost, c
   // on a run of plain steps is what a round that resumes speculating pays on top.
   const double step_share = cost.seconds(batch_slots, batch_slots) / static_cast<double>(batch_slots);
   const int64_t owed = std::min(owed_rows_, proposer.max_catch_up_rows());
-  const double resume_cost = owed > steady_owed_rows(draft_max_) && step_share > 0.0
-                                 ? proposer.catch_up_seconds(owed) / step_share
-                                 : 0.0;
+  // Until a catch-up that long was timed, priced as one proposer call of one token per row owed: a batched
+  // catch-up costs less per row, but a first resume priced at nothing let a draft model read 500 tokens per
+  // slot for a single round (four slots on open questions: 0.94x plain over 512 tokens).
+  double resume_seconds = 0.0;
+  if (owed > steady_owed_rows(draft_max_)) {
+    resume_seconds = proposer.catch_up_seconds(owed);
+    if (resume_seconds <= 0.0) resume_seconds = proposer.seconds(1) * static_cast<double>(owed);
+  }
+  const double resume_cost = step_share > 0.0 ? resume_seconds / step_share : 0.0;
   const int n_drafted = shape.nodes > 0 ? shape.nodes : shape.length;
   return round_steps(cost, proposer, batch_slots, drafting_slots, n_drafted + 1) + resume_cost - 1.0;
 }

@@ -94,8 +94,9 @@ class ProposerCost {
 };
 
 // One slot's speculation account against plain decoding, in plain steps (the slot's share of a step of all the
-// slots decoding together). A round that emitted t tokens at a cost of c steps adds t - c; each token the slot
-// decodes adds kLossShare to what may be lost, on top of kAllowance. A round is taken only if the account can
+// slots decoding together). A round that emitted t tokens at a cost of c steps adds 1 + v (t - 1) - c, v being
+// what a token ahead is worth (1 for one slot; CostModel::token_value); each token the slot decodes adds
+// kLossShare to what may be lost, on top of kAllowance. A round is taken only if the account can
 // bear its worst case (every draft rejected: one token for the round's whole cost), so whatever acceptance
 // turns out to be, speculation loses at most kAllowance + kLossShare · tokens steps (plus what a round cost
 // beyond its prediction) against plain decoding, and wherever it gains, the gain pays for the rounds that lose.

@@ -246,6 +246,27 @@ TEST(DraftPolicy, SharedBatchesCompareAgainstAStepOfAllSlots) {
   EXPECT_LE(k, 8);
 }
 
+// Four slots whose step takes 1 ms: one extra token among them adds 0.3 ms, one for each of the four 0.45 ms.
+// Drafting one token each, all four share the round: 1 + 0.45 steps each, a worst loss of 0.45 the budget's
+// 0.8 bears. A slot drafting it alone bears the whole 0.3 ms, 1.2 of its quarter-steps: the engine's check
+// after every slot has chosen finds that, and the slot decodes plainly.
+TEST(DraftPolicy, ASlotDraftingWithFewerSlotsThanExpectedBearsMoreOfTheRound) {
+  CostModel cost;
+  cost.observe(4, 4, 0.001);
+  cost.observe(4, 5, 0.0013);
+  cost.observe(4, 8, 0.00145);
+  DraftPolicy policy(1, 4, true);
+  ASSERT_EQ(policy.next_length(cost, ProposerCost{}, 4, 4), 1);
+  const DraftShape one{1, 0, {}};
+  EXPECT_TRUE(policy.bears(one, cost, ProposerCost{}, 4, 4));
+  EXPECT_FALSE(policy.bears(one, cost, ProposerCost{}, 4, 1));
+  policy.decline();
+  EXPECT_EQ(policy.decisions().plain_steps, 1);
+  EXPECT_EQ(policy.decisions().budget_plain, 1);
+  EXPECT_EQ(policy.budget().tokens(), 1);
+  EXPECT_TRUE(DraftPolicy(1, 4, false).bears(one, cost, ProposerCost{}, 4, 1)) << "fixed drafts: no budget";
+}
+
 TEST(RankAcceptance, PriorEvidenceDepthsAndDecay) {
   RankAcceptance ranks;
   EXPECT_DOUBLE_EQ(ranks.estimate(1, 2), 0.3);  // nothing seen: the prior
