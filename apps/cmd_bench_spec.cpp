@@ -138,6 +138,8 @@ class ConfigRun {
       engine_options.spec.draft_min = 1;
       engine_options.spec.rollback = config.rollback;
       engine_options.spec.adaptive = options.adaptive;
+      engine_options.spec.assumed_verify_token = options.assumed_verify_token;
+      engine_options.spec.assumed_draft_token = options.assumed_draft_token;
       if (config.spec == "draft") {
         engine_options.spec.draft_model = options.draft_model;
         engine_options.spec.draft_vocab = options.draft_vocab;
@@ -303,6 +305,9 @@ std::string command_line(const BenchSpecOptions& options) {
   }
   if (options.max_prompts > 0) command += fmt::format(" --max-prompts {}", options.max_prompts);
   if (!options.adaptive) command += " --fixed-draft";
+  if (options.assumed_verify_token > 0.0) {
+    command += fmt::format(" --assume-costs {},{}", options.assumed_verify_token, options.assumed_draft_token);
+  }
   if (options.chat) command += " --chat";
   if (options.temperature != 0.0) command += fmt::format(" --temp {} --seed {}", options.temperature, options.seed);
   if (options.quick) command += " --quick";
@@ -333,6 +338,10 @@ int bench_spec(const BenchSpecOptions& options) {
   }
   if (options.reps < 1 || options.n_gen < 2 || options.max_prompts < 0) {
     return report_error("bench spec needs --reps >= 1, -n >= 2 and --max-prompts >= 0");
+  }
+  if (options.assumed_draft_token > 0.0 && options.assumed_verify_token == 0.0) {
+    return report_error(fmt::format("--assume-costs 0,{}: assumed_draft_token {} needs assumed_verify_token above 0",
+                                    options.assumed_draft_token, options.assumed_draft_token));
   }
   const bool greedy = options.temperature == 0.0;
   for (const std::string& mode : *modes) {
@@ -392,7 +401,11 @@ int bench_spec(const BenchSpecOptions& options) {
   results["settings"] = {{"n_gen", n_gen},           {"reps", reps},         {"adaptive", options.adaptive},
                          {"quick", options.quick},   {"n_ctx", options.n_ctx}, {"chat", options.chat},
                          {"temperature", options.temperature}, {"seed", options.seed},
-                         {"interleave", options.interleave}};
+                         {"interleave", options.interleave},
+                         {"assumed_costs", options.assumed_verify_token > 0.0
+                                               ? json{{"verify_token", options.assumed_verify_token},
+                                                      {"draft_token", options.assumed_draft_token}}
+                                               : json()}};
   results["rows"] = json::array();
   std::map<std::string, std::vector<std::vector<int32_t>>> reference_ids;  // workload → plain greedy ids
   std::map<std::pair<std::string, int>, double> baseline;                 // (workload, slots) → plain tok/s
@@ -538,6 +551,7 @@ void register_bench_spec(CLI::App& bench, BenchSpecOptions& options, int& exit_c
   cmd->add_option("--max-prompts", options.max_prompts, "use the first N prompts of each workload (0: all)")
       ->capture_default_str();
   cmd->add_flag("!--fixed-draft", options.adaptive, "always draft --draft-max tokens (no adaptive length, no back-off)");
+  add_assume_costs_option(*cmd, options.assumed_verify_token, options.assumed_draft_token);
   cmd->add_flag("--chat", options.chat, "format each prompt as a user message with the model's chat template");
   cmd->add_option("--temp", options.temperature,
                   "sampling temperature (0: greedy; otherwise the engine's default top-k/top-p/min-p apply and "

@@ -130,7 +130,12 @@ nlohmann::json spec_json(const SpecStats& spec, const RunOptions& options) {
   out["rollbacks"] = spec.rollbacks;
   out["rollback_bytes_written"] = spec.rollback_bytes_written;
   out["rollback_bytes_copied"] = spec.rollback_bytes_copied;
-  out["policy"] = {{"adaptive", options.engine.spec.adaptive},
+  const SpecOptions& spec_options = options.engine.spec;
+  out["policy"] = {{"adaptive", spec_options.adaptive},
+                   {"assumed_costs", spec_options.assumed_verify_token > 0.0
+                                         ? nlohmann::json{{"verify_token", spec_options.assumed_verify_token},
+                                                {"draft_token", spec_options.assumed_draft_token}}
+                                         : nlohmann::json()},
                    {"plain_steps", spec.plain_steps},
                    {"fallbacks", spec.fallbacks},
                    {"budget_plain_steps", spec.budget_plain_steps},

@@ -68,6 +68,8 @@ struct BenchSpecOptions {
   double temperature = 0.0;  // 0: greedy, and every speculative output must equal the plain one
   uint64_t seed = 1;         // sampled runs: request i of every configuration samples from seed + i
   bool adaptive = true;
+  double assumed_verify_token = 0.0;  // --assume-costs (SpecOptions::assumed_verify_token)
+  double assumed_draft_token = 0.0;
   bool chat = false;
   bool quick = false;
   bool interleave = false;  // the configurations of a workload and slot count take turns rep by rep
@@ -118,10 +120,12 @@ Result<std::vector<int>> parse_int_list(const std::string& flag, const std::stri
 double percentile(std::vector<double> values, double p);
 
 // The speculation flags `run` and `serve` share: --spec (choices: `modes`), --draft-model, --draft-max,
-// --draft-min, --rollback, --ngram-min/max, --fixed-draft and --rewind-depth.
+// --draft-min, --rollback, --ngram-min/max, --fixed-draft, --assume-costs and --rewind-depth.
 void add_speculation_options(CLI::App& cmd, rwd::EngineOptions& engine, const std::string& modes);
 // --draft-vocab N|auto into SpecOptions::draft_vocab (auto: SpecOptions::kDraftVocabAuto).
 void add_draft_vocab_option(CLI::App& cmd, int64_t& draft_vocab);
+// --assume-costs VERIFY[,DRAFT] into SpecOptions::assumed_verify_token and assumed_draft_token.
+void add_assume_costs_option(CLI::App& cmd, double& verify_token, double& draft_token);
 // --cache-type-k/-v, defaulting to f16.
 void add_cache_type_options(CLI::App& cmd, rwd::EngineOptions& engine);
 

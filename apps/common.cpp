@@ -2,6 +2,9 @@
 #include <charconv>
 #include <cstdio>
 #include <sstream>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "commands.h"
 
@@ -68,6 +71,33 @@ void add_draft_vocab_option(CLI::App& cmd, int64_t& draft_vocab) {
       ->default_str("auto");
 }
 
+void add_assume_costs_option(CLI::App& cmd, double& verify_token, double& draft_token) {
+  cmd.add_option_function<std::string>(
+         "--assume-costs",
+         [&verify_token, &draft_token](const std::string& value) {
+           const size_t comma = value.find(',');
+           const auto parse = [&value](const std::string& item) {
+             size_t used = 0;
+             double parsed = -1.0;
+             try {
+               parsed = std::stod(item, &used);
+             } catch (const std::exception&) {
+               used = 0;
+             }
+             if (used == 0 || used != item.size() || !(parsed >= 0.0 && parsed <= SpecOptions::kMaxAssumedCost)) {
+               throw CLI::ValidationError("--assume-costs", fmt::format("expected VERIFY[,DRAFT] with each in [0, {}] "
+                                                                        "plain steps, got '{}'",
+                                                                        SpecOptions::kMaxAssumedCost, value));
+             }
+             return parsed;
+           };
+           verify_token = parse(value.substr(0, comma));
+           draft_token = comma == std::string::npos ? 0.0 : parse(value.substr(comma + 1));
+         },
+         "the adaptive policy assumes these costs instead of timing steps: a verify token past a slot's first costs "
+         "VERIFY plain steps, a drafted token DRAFT (default 0); its choices then repeat on every machine and run");
+}
+
 void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::string& modes) {
   SpecOptions& spec = engine.spec;
   cmd.add_option("--spec", spec.mode, "speculative decoding: " + modes)->capture_default_str();
@@ -90,6 +120,7 @@ void add_speculation_options(CLI::App& cmd, EngineOptions& engine, const std::st
   cmd.add_option("--draft-tree-topk", spec.tree_topk, "tree drafts: most alternatives after one token")
       ->capture_default_str();
   cmd.add_flag("!--fixed-draft", spec.adaptive, "always draft --draft-max tokens (no adaptive draft length, no back-off)");
+  add_assume_costs_option(cmd, spec.assumed_verify_token, spec.assumed_draft_token);
 }
 
 void add_cache_type_options(CLI::App& cmd, EngineOptions& engine) {

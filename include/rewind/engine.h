@@ -36,6 +36,14 @@ struct SpecOptions {
   int tree_topk = 4;
   static constexpr int kMaxTreeNodes = 64;
   bool adaptive = true;            // adapt the draft length per slot and back off when speculation loses
+  // Costs the adaptive policy assumes instead of timing steps (at load and as it runs), in plain steps of a
+  // slot: each verify token past a slot's first costs assumed_verify_token, each drafted token (and each token
+  // a proposer catches up on) assumed_draft_token. Set, the policy's choices rest on acceptance alone and
+  // repeat on every machine and run: for tests of what it chooses, and comparisons of policies that timing
+  // noise would blur. 0: timed.
+  double assumed_verify_token = 0.0;
+  double assumed_draft_token = 0.0;
+  static constexpr double kMaxAssumedCost = 16.0;
   double oracle_error_rate = 0.0;  // oracle: probability that a drafted token is replaced by a wrong one
   uint64_t oracle_seed = 1;
 };

@@ -91,6 +91,18 @@ Status validate_spec(const SpecOptions& spec, const EngineOptions& options) {
   }
   REWIND_RETURN_IF_ERROR(state::parse_rollback_policy(spec.rollback).status());
   if (spec.mode == "none") return Status::ok();
+  if (!(spec.assumed_verify_token >= 0.0 && spec.assumed_verify_token <= SpecOptions::kMaxAssumedCost)) {
+    return Status::errorf("assumed_verify_token must be in [0, {}] plain steps (0: timed), got {}",
+                          SpecOptions::kMaxAssumedCost, spec.assumed_verify_token);
+  }
+  if (!(spec.assumed_draft_token >= 0.0 && spec.assumed_draft_token <= SpecOptions::kMaxAssumedCost)) {
+    return Status::errorf("assumed_draft_token must be in [0, {}] plain steps, got {}", SpecOptions::kMaxAssumedCost,
+                          spec.assumed_draft_token);
+  }
+  if (spec.assumed_draft_token > 0.0 && spec.assumed_verify_token == 0.0) {
+    return Status::errorf("assumed_draft_token {} needs assumed_verify_token: costs are assumed together or timed",
+                          spec.assumed_draft_token);
+  }
   if (spec.draft_max < 1 || spec.draft_max > 32) {
     return Status::errorf("draft-max must be in [1, 32], got {}", spec.draft_max);
   }
@@ -231,7 +243,13 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
     engine->proposer_ = std::move(proposer);
   }
   if (engine->proposer_) engine->proposer_cost_.set_max_catch_up_rows(engine->proposer_->max_catch_up_rows());
-  if (speculating && spec.adaptive) REWIND_RETURN_IF_ERROR(engine->calibrate_costs());
+  if (speculating && spec.adaptive) {
+    if (engine->assumed_costs()) {
+      engine->assume_costs();
+    } else {
+      REWIND_RETURN_IF_ERROR(engine->calibrate_costs());
+    }
+  }
   engine->slots_.resize(static_cast<size_t>(options.n_slots));
   for (int i = 0; i < options.n_slots; ++i) engine->slots_[i].index = i;
   if (options.on_load_progress) options.on_load_progress(1.0);
@@ -766,8 +784,10 @@ Status EngineImpl::step() {
   if (warm_decode) {
     // The whole step but the proposer's part, which is priced by draft size and tokens owed: the forward, and
     // the verification, commit and emission a round adds to a plain step's sampling.
-    cost_.observe(static_cast<int64_t>(runs.size()), batch_.size(),
-                  seconds_between(start, Clock::now()) - propose_seconds_ - catch_up_seconds_);
+    if (!assumed_costs()) {
+      cost_.observe(static_cast<int64_t>(runs.size()), batch_.size(),
+                    seconds_between(start, Clock::now()) - propose_seconds_ - catch_up_seconds_);
+    }
     settle_rounds(runs);
   }
   return Status::ok();

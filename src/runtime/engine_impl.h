@@ -116,6 +116,9 @@ class EngineImpl final : public Engine {
   // policy's first decisions then rest on warm timings rather than on first ones, which carry one-time work
   // (MTP's first 2-token draft on the trained hybrid took 359 µs against 180 later), or on guesses.
   Status calibrate_costs();
+  // SpecOptions::assumed_verify_token: the policy's costs are set once, here, and never timed.
+  bool assumed_costs() const { return options_.spec.assumed_verify_token > 0.0; }
+  void assume_costs();
   // Tells each slot that asked for a draft what its round cost against a plain step of the same slots: the
   // median forward of the batch's size and proposer call of the draft's, and its share of the catch-up.
   void settle_rounds(const std::vector<SlotRun>& runs);

@@ -119,6 +119,26 @@ Status EngineImpl::calibrate_costs() {
   return Status::ok();
 }
 
+void EngineImpl::assume_costs() {
+  const double verify_token = options_.spec.assumed_verify_token;
+  const double draft_token = options_.spec.assumed_draft_token;
+  // Twice each: a size's first timing counts only until the second arrives (RecentSeconds). A step of s slots
+  // costs s plain steps of a slot, so a token ahead is worth a whole step (CostModel::token_value).
+  for (int rep = 0; rep < 2; ++rep) {
+    for (int64_t n_slots = 1; n_slots <= options_.n_slots; ++n_slots) {
+      for (int64_t n_tokens = n_slots; n_tokens <= spec::CostModel::kMaxTokens; ++n_tokens) {
+        cost_.observe(n_slots, n_tokens,
+                      static_cast<double>(n_slots) + verify_token * static_cast<double>(n_tokens - n_slots));
+      }
+    }
+    if (draft_token <= 0.0) continue;
+    for (int length = 1; length <= spec::ProposerCost::kMaxLength; ++length) {
+      proposer_cost_.observe(length, draft_token * length);
+      proposer_cost_.observe_catch_up(length, draft_token * length);
+    }
+  }
+}
+
 // A draft model reads the prompt behind the target, chunk by chunk: its prefill is then part of the time to the
 // first token, as in llama.cpp, instead of a stall in the first speculative round, and a long prompt's draft
 // prefill comes in the target's chunks rather than in one piece that holds up every other slot.
@@ -168,7 +188,7 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
   const int64_t n_decoding = static_cast<int64_t>(decoding.size());
   const int64_t plain_timings = cost_.timings(n_decoding, n_decoding);
   const int64_t retime_after = std::min(kPlainRetimeSteps, int64_t{1} << std::min<int64_t>(plain_timings, 6));
-  const bool time_plain_step = options_.spec.adaptive && n_decoding > 0 &&
+  const bool time_plain_step = options_.spec.adaptive && !assumed_costs() && n_decoding > 0 &&
                                (plain_timings == 0 || speculative_steps_since_plain_ >= retime_after);
   for (int index : decoding) {
     Slot& slot = slots_[index];
@@ -260,6 +280,7 @@ void EngineImpl::schedule_decode(std::vector<SlotRun>& runs, int64_t& budget) {
     measured = measured && std::all_of(requests.begin(), requests.end(), [&](const spec::ProposeRequest& request) {
                  return slots_[request.slot].n_generated >= kColdSteps;
                });
+    measured = measured && !assumed_costs();
     if (measured && longest_draft_ > 0) {
       proposer_cost_.observe(static_cast<int>(longest_draft_), propose_seconds_ + (resuming_ ? 0.0 : catch_up_seconds_));
     }
@@ -408,8 +429,10 @@ void EngineImpl::settle_rounds(const std::vector<SlotRun>& runs) {
   if (drafted > 0) drafting_slots_ = drafted;
   // Medians, so one step slowed by another process does not count against speculation; a call that drafted
   // nothing is not priced by length, so its own time counts, and so does a catch-up on a run of plain steps.
-  const double call_seconds = longest_draft_ > 0 ? proposer_cost_.seconds(static_cast<int>(longest_draft_))
-                                                 : propose_seconds_ + catch_up_seconds_;
+  const double catch_up_seconds = assumed_costs() ? proposer_cost_.catch_up_seconds(owed_total) : catch_up_seconds_;
+  const double call_seconds = longest_draft_ > 0   ? proposer_cost_.seconds(static_cast<int>(longest_draft_))
+                              : assumed_costs() ? catch_up_seconds
+                                                : propose_seconds_ + catch_up_seconds_;
   const double round_steps = (cost_.seconds(n_slots, batch_.size()) + call_seconds) / plain_seconds;
   // In the slot's plain steps (its share of a step of all the slots): what the round cost beyond a plain step
   // is shared by the slots that asked for a draft.
@@ -421,7 +444,7 @@ void EngineImpl::settle_rounds(const std::vector<SlotRun>& runs) {
     if (!run.proposed || !slot.policy) continue;
     const double catch_up_steps =
         resuming_ && owed_total > 0 && longest_draft_ > 0
-            ? catch_up_seconds_ * static_cast<double>(run.owed_rows) / static_cast<double>(owed_total) / share_seconds
+            ? catch_up_seconds * static_cast<double>(run.owed_rows) / static_cast<double>(owed_total) / share_seconds
             : 0.0;
     slot.policy->settle(run.draft.empty() ? 1 : run.n_emitted, 1.0 + extra_steps + catch_up_steps, token_value);
   }

@@ -148,11 +148,13 @@ TEST_F(BenchSpec, InterleavedRepsMeasureTheSameRuns) {
   }
 }
 
+// Costs assumed at which rounds pay, so that the policy drafts and the acceptance plot has data on any machine
+// (timed, a sanitizer build's rounds of the tiny model never pay).
 TEST_F(BenchSpec, OutWritesTheReport) {
   const std::filesystem::path out = dir_ / "report dir";
   const CommandResult r = run_command(command("--prompts " + prompts_path() +
                                               " --spec oracle --rollback replay,snapshot --draft-max 2 --slots 1 "
-                                              "--reps 1 -n 8 --out '" + out.string() + "'"),
+                                              "--assume-costs 0.1 --reps 1 -n 8 --out '" + out.string() + "'"),
                                       /*stdout_only=*/false);
   const bool have_gnuplot = std::system("command -v gnuplot > /dev/null 2>&1") == 0;
   if (have_gnuplot) {
@@ -165,6 +167,8 @@ TEST_F(BenchSpec, OutWritesTheReport) {
   }
   std::ifstream results_file(out / "results.json");
   const json results = json::parse(results_file);
+  EXPECT_EQ(results["settings"]["assumed_costs"]["verify_token"], 0.1);
+  EXPECT_NE(results["command"].get<std::string>().find("--assume-costs 0.1,0"), std::string::npos);
   EXPECT_EQ(results["rows"].size(), 3u);
   std::ifstream csv(out / "results.csv");
   int lines = 0;
@@ -207,11 +211,22 @@ TEST_F(BenchSpec, BadInputIsRefusedWithAMessage) {
       {"--prompts " + prompts_path() + " --slots 1,x", "--slots"},
       {"--prompts " + prompts_path() + " --spec oracle --temp 0.7", "needs --temp 0"},
       {"--prompts " + prompts_path() + " --ngram-min 5 --ngram-max 4", "--ngram-min/--ngram-max must satisfy"},
+      {"--prompts " + prompts_path() + " --assume-costs 0,0.1", "assumed_draft_token 0.1 needs"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run_command(command(c.args), /*stdout_only=*/false);
     EXPECT_EQ(r.status, 1) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+  }
+  // Refused while the command line is parsed (CLI11's exit status for a bad value).
+  for (const char* costs : {"0.1,x", "17", "-1", "nan"}) {
+    const CommandResult r = run_command(command("--prompts " + prompts_path() + " --assume-costs " + costs),
+                                        /*stdout_only=*/false);
+    EXPECT_NE(r.status, 0) << costs << "\n" << r.out;
+    EXPECT_NE(r.out.find(std::string("--assume-costs: expected VERIFY[,DRAFT] with each in [0, 16] plain steps, got '") +
+                         costs + "'"),
+              std::string::npos)
+        << costs << "\n" << r.out;
   }
 }
 

@@ -58,6 +58,8 @@ struct RunConfig {
   bool adaptive = false;
   int64_t draft_vocab = 0;
   int tree_nodes = 0;
+  double assumed_verify_token = 0.0;
+  double assumed_draft_token = 0.0;
 };
 
 std::unique_ptr<Engine> open(const RunConfig& config) {
@@ -75,6 +77,8 @@ std::unique_ptr<Engine> open(const RunConfig& config) {
   options.spec.tree_nodes = config.tree_nodes;
   options.spec.tree_topk = 3;
   options.spec.adaptive = config.adaptive;
+  options.spec.assumed_verify_token = config.assumed_verify_token;
+  options.spec.assumed_draft_token = config.assumed_draft_token;
   options.spec.oracle_error_rate = 0.35;
   options.spec.oracle_seed = 7;
   // The random tiny models seldom repeat 3 tokens; matches from one token on keep the n-gram drafts (and their
@@ -238,45 +242,53 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Engine, SpecExactness, ::testing::ValuesIn(cases()), case_name);
 
-// With the adaptive policy choosing each round's shape (chain length, alternatives per depth, plain steps) from
-// this run's timings, whatever it chooses, greedy output and every emitted position's logits stay plain
-// decoding's.
+// With the adaptive policy choosing each round's shape (chain length, alternatives per depth, plain steps),
+// whatever it chooses, greedy output and every emitted position's logits stay plain decoding's. Once from this
+// run's timings, whose choices depend on the machine (on a sanitizer build a round of the tiny model never
+// pays, and the policy rightly decodes plainly), and once from assumed costs at which rounds pay, so that every
+// proposer's rounds, chains and trees, are taken on any machine.
 TEST(SpecAdaptiveTrees, EveryShapeThePolicyChoosesEqualsPlainDecoding) {
   const std::string model = "qwen35-tiny-f32.gguf";
   const std::vector<Output>& plain = reference(model);
   std::vector<std::vector<int32_t>> oracle;
   for (const Output& out : plain) oracle.push_back(out.ids);
-  for (const std::string mode : {"mtp", "draft", "ngram", "oracle"}) {
-    for (int n_slots : {1, 4}) {
-      SCOPED_TRACE(testing::Message() << mode << ", " << n_slots << " slots");
-      RunConfig config;
-      config.model = model;
-      config.mode = mode;
-      config.n_slots = n_slots;
-      config.adaptive = true;
-      config.tree_nodes = 8;
-      if (mode == "draft") config.draft_model = test::twin_of(model);
-      auto engine = open(config);
-      ASSERT_NE(engine, nullptr);
-      const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
-      int64_t drafted = 0;
-      for (size_t p = 0; p < spec.size(); ++p) {
-        ASSERT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
-        ASSERT_EQ(spec[p].top.size(), plain[p].top.size());
-        for (size_t t = 0; t < spec[p].top.size(); ++t) {
-          for (size_t j = 0; j < spec[p].top[t].size(); ++j) {
-            ASSERT_EQ(std::memcmp(&spec[p].top[t][j].logprob, &plain[p].top[t][j].logprob, sizeof(float)), 0)
-                << "prompt " << p << " token " << t << " rank " << j;
-          }
+  for (const bool assumed : {false, true}) {
+    for (const std::string mode : {"mtp", "draft", "ngram", "oracle"}) {
+      for (int n_slots : {1, 4}) {
+        SCOPED_TRACE(testing::Message() << mode << ", " << n_slots << " slots, " << (assumed ? "assumed" : "timed")
+                                        << " costs");
+        RunConfig config;
+        config.model = model;
+        config.mode = mode;
+        config.n_slots = n_slots;
+        config.adaptive = true;
+        config.tree_nodes = 8;
+        if (assumed) {
+          config.assumed_verify_token = 0.05;
+          config.assumed_draft_token = 0.01;
         }
-        drafted += spec[p].spec.drafted;
-      }
-      // n-gram and oracle drafts cost next to nothing, so their rounds can pay on any machine and the policy
-      // tries them. Whether a model proposer's can depends on this machine's costs: the draft model is the
-      // target's twin, as dear per token as the target, so one slot's round never pays (k + 1 tokens for more
-      // than k + 1 steps) and the policy rightly never drafts with it.
-      if (mode == "ngram" || mode == "oracle") {
-        EXPECT_GT(drafted, 0) << "the policy never drafted";
+        if (mode == "draft") config.draft_model = test::twin_of(model);
+        auto engine = open(config);
+        ASSERT_NE(engine, nullptr);
+        const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
+        int64_t drafted = 0;
+        int64_t tree_rounds = 0;
+        for (size_t p = 0; p < spec.size(); ++p) {
+          ASSERT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
+          ASSERT_EQ(spec[p].top.size(), plain[p].top.size());
+          for (size_t t = 0; t < spec[p].top.size(); ++t) {
+            for (size_t j = 0; j < spec[p].top[t].size(); ++j) {
+              ASSERT_EQ(std::memcmp(&spec[p].top[t][j].logprob, &plain[p].top[t][j].logprob, sizeof(float)), 0)
+                  << "prompt " << p << " token " << t << " rank " << j;
+            }
+          }
+          drafted += spec[p].spec.drafted;
+          tree_rounds += spec[p].spec.tree_rounds;
+        }
+        if (assumed) {
+          EXPECT_GT(drafted, 0) << "the policy never drafted where rounds pay";
+          EXPECT_GT(tree_rounds, 0) << "the policy never drafted a tree";
+        }
       }
     }
   }
@@ -344,6 +356,46 @@ TEST(SpecOptions, BadOptionsAreRefusedWithAReason) {
     o.spec.draft_model = data_path("qwen35-tiny-f32.gguf");
     o.spec.draft_vocab = 513;
   }, "draft-vocab 513 exceeds the draft model's vocabulary of 512 tokens");
+  refused([](EngineOptions& o) { o.spec.assumed_verify_token = -0.5; }, "assumed_verify_token must be in [0, 16] plain steps (0: timed), got -0.5");
+  refused([](EngineOptions& o) { o.spec.assumed_verify_token = std::nan(""); }, "assumed_verify_token must be in [0, 16]");
+  refused([](EngineOptions& o) { o.spec.assumed_verify_token = 0.1; o.spec.assumed_draft_token = 20; }, "assumed_draft_token must be in [0, 16] plain steps, got 20");
+  refused([](EngineOptions& o) { o.spec.assumed_draft_token = 0.1; }, "assumed_draft_token 0.1 needs assumed_verify_token");
+}
+
+// With costs assumed, what the policy does follows from them and from acceptance alone. Drafts that are always
+// right, at rounds that cost more than the tokens they bring (a verify token 1.5 plain steps), are never taken:
+// a round, were it rejected, would lose more than the loss budget's allowance; at cheap rounds they are, and
+// the output is plain decoding's either way.
+TEST(SpecOptions, AssumedCostsDecideWhetherRoundsAreTaken) {
+  const std::string model = "qwen35-tiny-f32.gguf";
+  const std::vector<Output>& plain = reference(model);
+  std::vector<std::vector<int32_t>> oracle;
+  for (const Output& out : plain) oracle.push_back(out.ids);
+  for (const double verify_token : {1.5, 0.1}) {
+    SCOPED_TRACE(testing::Message() << "verify token " << verify_token);
+    EngineOptions options;
+    options.model_path = data_path(model);
+    options.n_threads = 2;
+    options.n_ctx = 256;
+    options.n_batch = 64;
+    options.spec.mode = "oracle";
+    options.spec.draft_max = 4;
+    options.spec.assumed_verify_token = verify_token;
+    auto engine = Engine::open(options);
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    const std::vector<Output> spec = run_all(**engine, prompts(), oracle);
+    for (size_t p = 0; p < spec.size(); ++p) {
+      EXPECT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
+      if (verify_token > 1.0) {
+        EXPECT_EQ(spec[p].spec.drafted, 0) << "prompt " << p;
+        EXPECT_GT(spec[p].spec.plain_steps, 0) << "prompt " << p;
+      } else {
+        // Every draft right: all but the prompt's first steps, which decide, are rounds that keep their draft.
+        EXPECT_EQ(spec[p].spec.accepted, spec[p].spec.drafted) << "prompt " << p;
+        EXPECT_GT(spec[p].spec.drafted, kNewTokens / 2) << "prompt " << p;
+      }
+    }
+  }
 }
 
 // The model with its perturbed twin as the draft model.

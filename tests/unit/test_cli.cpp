@@ -133,4 +133,28 @@ TEST_F(Cli, DraftVocabTakesAutoOrACount) {
   EXPECT_EQ(run_command(bin() + " run -m " + model_ + " -p hi -n 2 --draft-vocab auto").status, 0);
 }
 
+// --assume-costs reaches the engine and the report; a bad value names the flag and the value, and a draft cost
+// without a verify cost is refused by the engine.
+TEST_F(Cli, AssumeCostsAreReportedAndBadOnesRefused) {
+  const CommandResult r = run_command(bin() + " run -m " + model_ +
+                                      " --prompt-ids 72,101,108,108,111 -n 8 --temp 0 --ignore-eos --spec ngram "
+                                      "--assume-costs 0.25,0.5 --json 2>/dev/null");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["spec"]["policy"]["assumed_costs"]["verify_token"], 0.25) << r.out;
+  EXPECT_EQ(json["spec"]["policy"]["assumed_costs"]["draft_token"], 0.5) << r.out;
+  for (const std::string value : {"cheap", "0.1,", "16.5", "-0.1"}) {
+    const CommandResult bad = run_command(bin() + " run -m " + model_ + " -p hi --spec ngram --assume-costs " + value);
+    EXPECT_NE(bad.status, 0) << value;
+    EXPECT_NE(bad.out.find("--assume-costs: expected VERIFY[,DRAFT] with each in [0, 16] plain steps, got '" + value +
+                           "'"),
+              std::string::npos)
+        << bad.out;
+  }
+  const CommandResult draft_only = run_command(bin() + " run -m " + model_ + " -p hi --spec ngram --assume-costs 0,1");
+  EXPECT_EQ(draft_only.status, 1) << draft_only.out;
+  EXPECT_NE(draft_only.out.find("assumed_draft_token 1 needs assumed_verify_token"), std::string::npos)
+      << draft_only.out;
+}
+
 }  // namespace
