@@ -11,6 +11,7 @@ greedy unless --temp, it runs each of --modes at each --draft-max:
   rewind:    plain, --spec draft (the draft model, --draft-vocab auto), --spec ngram, --spec mtp
              (`rewind run --json`), and with --draft-vocab V also the draft model with --draft-vocab V (0: every id)
   llama.cpp: plain (llama-completion), draft-simple, ngram-simple, draft-mtp    (llama-speculative-simple)
+  baseline:  with --rewind-baseline BIN, rewind's modes again with another build (before and after a change)
 and prints generation tokens/s, the speed-up over the same engine's plain decoding, and draft acceptance, per
 prompt and pooled over the prompts (speed-up: geometric mean; acceptance: all drafted tokens together).
 The prompt is formatted once, by rewind (the model's chat template for the chat prompts), and handed to
@@ -74,8 +75,8 @@ def run(command):
     return result
 
 
-def rewind_run(args, prompt_ids, mode, depth):
-    command = [args.rewind, "run", "-m", args.target, "--prompt-ids", ",".join(map(str, prompt_ids)),
+def rewind_run(args, binary, prompt_ids, mode, depth):
+    command = [binary, "run", "-m", args.target, "--prompt-ids", ",".join(map(str, prompt_ids)),
                "-n", str(args.n_predict), "--temp", str(args.temp), "--seed", "1", "-t", str(args.threads), "--json"]
     if mode.startswith("draft"):
         command += ["--spec", "draft", "--draft-model", args.draft, "--draft-max", str(depth)]
@@ -163,6 +164,9 @@ def main():
     parser.add_argument("--target", required=True)
     parser.add_argument("--draft", help="draft model (needed for the draft modes)")
     parser.add_argument("--rewind", default=str(Path(__file__).resolve().parent.parent / "build/apps/rewind"))
+    parser.add_argument("--rewind-baseline",
+                        help="another rewind binary (an earlier build) run as a third engine, 'baseline', with the "
+                             "same modes, rep by rep in turn with the others")
     parser.add_argument("--llama-bin", help="llama.cpp's build/bin (llama-completion, llama-speculative-simple)")
     parser.add_argument("--modes", default="plain,draft,ngram",
                         help="comma-separated: plain (always run), draft, ngram, mtp (the target's own MTP layer)")
@@ -189,6 +193,10 @@ def main():
 
     rewind_modes = modes + (["draft-vocab"] if args.draft_vocab is not None and "draft" in modes else [])
     engines = {"rewind": [("plain", 0)] + [(m, d) for m in rewind_modes for d in depths]}
+    binaries = {"rewind": args.rewind}
+    if args.rewind_baseline:
+        engines["baseline"] = list(engines["rewind"])
+        binaries["baseline"] = args.rewind_baseline
     if args.llama_bin:
         engines["llama.cpp"] = [("plain", 0)] + [(m, d) for m in modes for d in depths]
     results = []
@@ -198,19 +206,19 @@ def main():
         for _ in range(args.reps):
             for engine, runs in engines.items():
                 for mode, depth in runs:
-                    if engine == "rewind":
-                        sample = rewind_run(args, prompt_ids, mode, depth)
+                    if engine in binaries:
+                        sample = rewind_run(args, binaries[engine], prompt_ids, mode, depth)
                     else:
                         sample = llama_run(args, llama_text, mode, depth)
                         if sample["n_prompt"] != len(prompt_ids):
                             sys.exit(f"{name}: llama.cpp read {sample['n_prompt']} prompt tokens, rewind {len(prompt_ids)}")
                     samples[(engine, (mode, depth))].append(sample)
-        if args.temp == 0:
-            plain_ids = samples[("rewind", ("plain", 0))][0]["ids"]
-            for run in engines["rewind"][1:]:
-                for sample in samples[("rewind", run)]:
+        for engine in binaries if args.temp == 0 else ():
+            plain_ids = samples[(engine, ("plain", 0))][0]["ids"]
+            for run in engines[engine][1:]:
+                for sample in samples[(engine, run)]:
                     if sample["ids"] != plain_ids:
-                        sys.exit(f"{name}: rewind --spec {run[0]} --draft-max {run[1]} emitted other tokens than plain")
+                        sys.exit(f"{name}: {engine} --spec {run[0]} --draft-max {run[1]} emitted other tokens than plain")
         for engine, runs in engines.items():
             plain_tps = statistics.median(s["tps"] for s in samples[(engine, ("plain", 0))])
             for mode, depth in runs:

@@ -19,30 +19,41 @@ void add_scaled(float* x, float* delta, int64_t n, float scale) {
 
 }  // namespace
 
-void forward_pre_norm_layers(const Model& model, ForwardContext& ctx) {
+void pre_norm_layer(const Model& model, ForwardContext& ctx, int il, PreNormBuffers buffers) {
   const HParams& hp = model.hparams();
-  const Weights& w = model.weights();
+  const LayerWeights& lw = model.weights().layers[il];
   const int64_t n_tokens = ctx.n_tokens();
   const int64_t n = n_tokens * hp.n_embd;
-  float* x = ctx.hidden();                                // [n_tokens, n_embd]
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);   // [n_tokens, n_embd]
-  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);  // [n_tokens, n_embd]
-  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);  // [n_tokens, n_embd]
-  for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& lw = w.layers[il];
-    kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::mixer(model, ctx, il, normed, mixed);
-    if (hp.post_norms) kernels::cpu::rms_norm(mixed, lw.attn_post_norm.f32(), mixed, n_tokens, hp.n_embd, hp.rms_eps);
-    add_scaled(x, mixed, n, hp.residual_scale);
-
-    const tensor::Tensor& ffn_norm = lw.ffn_norm.valid() || hp.post_norms ? lw.ffn_norm : lw.attn_post_norm;
-    if (!ffn_norm.valid()) continue;
-    kernels::cpu::rms_norm(x, ffn_norm.f32(), normed, n_tokens, hp.n_embd, hp.rms_eps);
-    blocks::feed_forward(model, ctx, il, normed, ffn_out);
-    if (hp.post_norms) kernels::cpu::rms_norm(ffn_out, lw.ffn_post_norm.f32(), ffn_out, n_tokens, hp.n_embd, hp.rms_eps);
-    add_scaled(x, ffn_out, n, hp.residual_scale);
+  float* x = ctx.hidden();
+  kernels::cpu::rms_norm(x, lw.attn_norm.f32(), buffers.normed, n_tokens, hp.n_embd, hp.rms_eps);
+  blocks::mixer(model, ctx, il, buffers.normed, buffers.mixed);
+  if (hp.post_norms) {
+    kernels::cpu::rms_norm(buffers.mixed, lw.attn_post_norm.f32(), buffers.mixed, n_tokens, hp.n_embd, hp.rms_eps);
   }
-  kernels::cpu::rms_norm(x, w.output_norm.f32(), x, n_tokens, hp.n_embd, hp.rms_eps);
+  add_scaled(x, buffers.mixed, n, hp.residual_scale);
+
+  const tensor::Tensor& ffn_norm = lw.ffn_norm.valid() || hp.post_norms ? lw.ffn_norm : lw.attn_post_norm;
+  if (!ffn_norm.valid()) return;
+  kernels::cpu::rms_norm(x, ffn_norm.f32(), buffers.normed, n_tokens, hp.n_embd, hp.rms_eps);
+  blocks::feed_forward(model, ctx, il, buffers.normed, buffers.ffn_out);
+  if (hp.post_norms) {
+    kernels::cpu::rms_norm(buffers.ffn_out, lw.ffn_post_norm.f32(), buffers.ffn_out, n_tokens, hp.n_embd, hp.rms_eps);
+  }
+  add_scaled(x, buffers.ffn_out, n, hp.residual_scale);
+}
+
+PreNormBuffers pre_norm_buffers(const Model& model, ForwardContext& ctx) {
+  const int64_t n = ctx.n_tokens() * model.hparams().n_embd;
+  return {ctx.buffer(blocks::kBufferNormed, n), ctx.buffer(blocks::kBufferMixerOut, n),
+          ctx.buffer(blocks::kBufferFfnOut, n)};
+}
+
+void forward_pre_norm_layers(const Model& model, ForwardContext& ctx) {
+  const HParams& hp = model.hparams();
+  const PreNormBuffers buffers = pre_norm_buffers(model, ctx);
+  for (int il = 0; il < hp.n_layer; ++il) pre_norm_layer(model, ctx, il, buffers);
+  kernels::cpu::rms_norm(ctx.hidden(), model.weights().output_norm.f32(), ctx.hidden(), ctx.n_tokens(), hp.n_embd,
+                         hp.rms_eps);
 }
 
 }  // namespace rwd::model

@@ -9,8 +9,20 @@
 
 namespace rwd::model {
 
-// The FFN's pre-norm is the layer's ffn_norm, or qwen35's post_attention_norm when it has none; a layer with
+// Scratch rows of one layer, [n_tokens, n_embd] each: the normed input of a sub-layer, the mixer's output and
+// the feed-forward's.
+struct PreNormBuffers {
+  float* normed;
+  float* mixed;
+  float* ffn_out;
+};
+PreNormBuffers pre_norm_buffers(const Model& model, ForwardContext& ctx);
+
+// Layer il over ctx.hidden(), in place. The FFN's pre-norm is the layer's ffn_norm, or qwen35's post_attention_norm when it has none; a layer with
 // neither (Mamba2 and nemotron_h layers, whose FFN layers are mixers of their own) has no FFN sub-layer.
+void pre_norm_layer(const Model& model, ForwardContext& ctx, int il, PreNormBuffers buffers);
+
+// Every layer, then the output norm.
 void forward_pre_norm_layers(const Model& model, ForwardContext& ctx);
 
 }  // namespace rwd::model

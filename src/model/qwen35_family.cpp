@@ -4,14 +4,13 @@
 #include "gguf/tensor_names.h"
 #include "kernels/cpu/rms_norm.h"
 #include "model/blocks/buffers.h"
-#include "model/blocks/ffn.h"
-#include "model/blocks/gated_attention.h"
 #include "model/blocks/gated_delta_net.h"
 #include "model/blocks/moe.h"
 #include "kernels/cpu/matmul.h"
 #include "model/dense_transformer.h"
 #include "model/forward_context.h"
 #include "model/model.h"
+#include "model/pre_norm_layers.h"
 
 namespace rwd::model {
 namespace {
@@ -161,7 +160,6 @@ Status bind_qwen35_weights(WeightBinder& binder, const HParams& hp, Weights& w, 
 void forward_qwen35_mtp(const Model& model, ForwardContext& ctx, const float* hidden_in) {
   const HParams& hp = model.hparams();
   const int il = static_cast<int>(hp.n_layer);  // the first MTP block; chains reuse it
-  const LayerWeights& lw = model.weights().layers[il];
   const NextnWeights& nw = model.weights().nextn[0];
   const int64_t n_tokens = ctx.n_tokens();
   const int64_t n_embd = hp.n_embd;
@@ -173,19 +171,8 @@ void forward_qwen35_mtp(const Model& model, ForwardContext& ctx, const float* hi
     kernels::cpu::rms_norm(hidden_in + t * n_embd, nw.hnorm.f32(), eh + t * 2 * n_embd + n_embd, 1, n_embd, hp.rms_eps);
   }
   kernels::cpu::matmul(nw.eh_proj, eh, n_tokens, x, ctx.matmul_scratch(), ctx.pool());
-  float* normed = ctx.buffer(blocks::kBufferNormed, n);
-  float* mixed = ctx.buffer(blocks::kBufferMixerOut, n);
-  float* ffn_out = ctx.buffer(blocks::kBufferFfnOut, n);
-  kernels::cpu::rms_norm(x, lw.attn_norm.f32(), normed, n_tokens, n_embd, hp.rms_eps);
-  blocks::gated_attention(model, ctx, il, normed, mixed);
-  blocks::add_residual(x, mixed, n);
-  kernels::cpu::rms_norm(x, lw.attn_post_norm.f32(), normed, n_tokens, n_embd, hp.rms_eps);
-  if (hp.n_expert > 0) {
-    blocks::moe(model, ctx, il, normed, ffn_out);
-  } else {
-    blocks::ffn(model, ctx, il, normed, ffn_out);
-  }
-  blocks::add_residual(x, ffn_out, n);
+  // The block is a trunk layer (gated attention, then the FFN or experts after the post-attention norm).
+  pre_norm_layer(model, ctx, il, pre_norm_buffers(model, ctx));
   kernels::cpu::rms_norm(x, nw.shared_head_norm.f32(), x, n_tokens, n_embd, hp.rms_eps);
 }
 
