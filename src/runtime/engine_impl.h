@@ -1,6 +1,8 @@
-// EngineImpl: the Engine of the public API for plain decoding. One step = schedule (a token budget over
-// busy slots: prompt chunks and single decode tokens) → forward → sample → emit. Requests beyond the
-// slots wait in a queue. Speculation plugs in at the sample stage (later issues).
+// EngineImpl: the Engine of the public API. One step = schedule (a token budget over busy slots: prompt
+// chunks, single decode tokens, verify runs of a token and its draft) → forward → sample or verify → emit.
+// Requests beyond the slots wait in a queue. Its parts, one job each: engine_impl.cpp (opening, requests, the
+// step, emission), prompt_reuse.cpp (how a request starts in a slot and what the prompt cache keeps),
+// speculation.cpp (drafts, verification and its statistics, what a round cost the policy).
 #pragma once
 
 #include <deque>
@@ -24,6 +26,9 @@
 #include "tokenizer/tokenizer.h"
 
 namespace rwd::runtime {
+
+// The sampler's parameters for a request's.
+sampling::SamplingParams to_sampling_params(const SamplingParams& params);
 
 class EngineImpl final : public Engine {
  public:

@@ -450,4 +450,20 @@ void EngineImpl::settle_rounds(const std::vector<SlotRun>& runs) {
   }
 }
 
+// What the request's policy decided and its rollbacks cost, for its timings.
+void EngineImpl::fill_spec_stats(Slot& slot) {
+  if (!slot.policy) return;
+  SpecStats& stats = slot.timings.spec;
+  const spec::PolicyDecisions& decisions = slot.policy->decisions();
+  stats.plain_steps = decisions.plain_steps;
+  stats.fallbacks = decisions.fallbacks;
+  stats.budget_plain_steps = decisions.budget_plain;
+  stats.budget_balance = slot.policy->budget().balance();
+  stats.rounds_by_length = decisions.rounds_by_length;
+  stats.final_acceptance_estimate = slot.policy->acceptance();
+  const state::RollbackCounters& now = state_->counters(slot.index);
+  stats.rollback_bytes_written = now.bytes_written - slot.counters_at_start.bytes_written;
+  stats.rollback_bytes_copied = now.bytes_copied - slot.counters_at_start.bytes_copied;
+}
+
 }  // namespace rwd::runtime
