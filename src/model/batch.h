@@ -32,9 +32,9 @@ struct Batch {
   // A row of `slot` after batch row `parent` (-1: the slot's first row), at one position past it.
   void add_node(int32_t token, int32_t position, int32_t slot, bool logits, int32_t parent) {
     if (parents.empty()) {
-      std::vector<int32_t> chains(static_cast<size_t>(size()));
-      for (int64_t i = 0; i < size(); ++i) chains[i] = this->parent(i);
-      parents = std::move(chains);
+      // The chains so far, written in place: the vector keeps its capacity from earlier tree batches.
+      parents.resize(static_cast<size_t>(size()));
+      for (int64_t i = 0; i < size(); ++i) parents[i] = i > 0 && slots[i - 1] == slots[i] ? static_cast<int32_t>(i - 1) : -1;
     }
     parents.push_back(parent);
     tokens.push_back(token);

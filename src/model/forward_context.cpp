@@ -41,7 +41,8 @@ Status ForwardContext::validate(const Batch& batch, const state::ModelState& sta
       (batch.is_tree() && batch.parents.size() != batch.tokens.size())) {
     return Status::error("batch arrays have different lengths");
   }
-  std::vector<uint8_t> slot_seen(static_cast<size_t>(state.n_slots()), 0);
+  std::vector<uint8_t>& slot_seen = slot_seen_;
+  slot_seen.assign(static_cast<size_t>(state.n_slots()), 0);
   int64_t run_begin = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t token = batch.tokens[i];
@@ -127,7 +128,8 @@ Status ForwardContext::validate_tree(const Batch& batch, const state::ModelState
                           slot, end - begin, batch.positions[begin], last_kv_row, state.n_ctx());
   }
   // Depth first: each row's parent is on the path from the run's first row to the row before it.
-  std::vector<int64_t> path{begin};
+  std::vector<int64_t>& path = tree_path_;
+  path.assign(1, begin);
   for (int64_t r = begin + 1; r < end; ++r) {
     while (!path.empty() && path.back() != batch.parent(r)) path.pop_back();
     if (path.empty()) {
@@ -139,7 +141,8 @@ Status ForwardContext::validate_tree(const Batch& batch, const state::ModelState
   return state.check_tree_support(slot);
 }
 
-void ForwardContext::begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings) {
+void ForwardContext::begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings,
+                           int first_layer, int end_layer) {
   const HParams& hp = model_.hparams();
   batch_ = &batch;
   state_ = &state;
@@ -171,6 +174,19 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
       int32_t* rows = key_path_rows_.data() + offset + (i - span.begin) * paths.stride;
       for (int64_t a = i; a >= span.begin; a = batch.parent(a)) rows[batch.positions[a] - paths.mapped_from] = kv_rows_[a];
     }
+  }
+  // KV layers are numbered in layer order, so the forward's layers write a contiguous range of them.
+  int first_kv = state.kv().n_layers();
+  int end_kv = 0;
+  for (int il = first_layer; il < end_layer; ++il) {
+    if (model_.kv_index(il) < 0) continue;
+    first_kv = std::min(first_kv, model_.kv_index(il));
+    end_kv = std::max(end_kv, model_.kv_index(il) + 1);
+  }
+  for (const SlotSpan& span : slot_spans_) {
+    int32_t last_row = 0;
+    for (int64_t i = span.begin; i < span.end; ++i) last_row = std::max(last_row, kv_rows_[i]);
+    state.kv().reserve(span.slot, int64_t{last_row} + 1, first_kv, end_kv);
   }
   // Pointers into key_path_rows_ once it has stopped growing.
   {
@@ -230,9 +246,11 @@ void ForwardContext::finish(const Batch& batch, const tensor::Tensor& head, std:
     ++r;
   }
   logits.resize(static_cast<size_t>(n_out * logit_vocab_));
-  tensor::Tensor rows = head;  // the first logit_vocab_ rows: rows are contiguous
-  rows.ne[1] = logit_vocab_;
-  if (n_out > 0) kernels::cpu::matmul(rows, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
+  // The first logit_vocab_ rows (rows are contiguous). Assigned into a member: its name keeps its storage, so
+  // the view costs no allocation once made.
+  logit_head_ = head;
+  logit_head_.ne[1] = logit_vocab_;
+  if (n_out > 0) kernels::cpu::matmul(logit_head_, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
   if (hp.final_logit_softcap > 0.0f) {
     const float cap = hp.final_logit_softcap;
     for (float& value : logits) value = cap * std::tanh(value / cap);
@@ -247,7 +265,7 @@ void ForwardContext::finish(const Batch& batch, const tensor::Tensor& head, std:
 
 Status ForwardContext::forward(const Batch& batch, state::ModelState& state, std::vector<float>& logits) {
   REWIND_RETURN_IF_ERROR(validate(batch, state));
-  begin(batch, state, model_.weights().token_embd);
+  begin(batch, state, model_.weights().token_embd, 0, static_cast<int>(model_.hparams().n_layer));
   model_.arch().forward_layers(model_, *this);
   for (const SlotSpan& span : slot_spans_) {
     int64_t n_txn = 0;
@@ -274,7 +292,8 @@ Status ForwardContext::forward_mtp(const Batch& batch, const float* hidden_in, s
   }
   REWIND_RETURN_IF_ERROR(validate(batch, state));
   const NextnWeights& nextn = model_.weights().nextn[0];
-  begin(batch, state, nextn.embed_tokens);
+  const auto mtp_layer = static_cast<int>(model_.hparams().n_layer);  // the first MTP block; chains reuse it
+  begin(batch, state, nextn.embed_tokens, mtp_layer, mtp_layer + 1);
   model_.arch().forward_mtp(model_, *this, hidden_in);
   hidden_out.assign(hidden_.begin(), hidden_.begin() + batch.size() * model_.hparams().n_embd);
   finish(batch, nextn.shared_head_head, logits);

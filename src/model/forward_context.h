@@ -18,6 +18,14 @@ namespace rwd::model {
 
 class Model;
 
+// The MoE block's working rows (blocks/moe.h), kept by the context so that a step allocates nothing once each
+// has grown to its largest size.
+struct RoutingScratch {
+  std::vector<float> probs, biased, weights, mix;
+  std::vector<int32_t> order, experts;
+  std::vector<int64_t> rows;
+};
+
 // A run of one slot's tokens that meets the recurrent state one way: a slot's tokens split into the plain
 // ones and those of its open transaction (positions >= the transaction's first position).
 struct RecurrentRun {
@@ -72,6 +80,7 @@ class ForwardContext {
   std::vector<kernels::cpu::GatedDeltaCall>& delta_calls() { return delta_calls_; }
   // The attention calls of a layer's slots, made in one pool round.
   std::vector<kernels::cpu::AttentionCall>& attention_calls() { return attention_calls_; }
+  RoutingScratch& routing_scratch() { return routing_scratch_; }
   int64_t n_tokens() const { return batch_->size(); }
 
   // [n_tokens, n_embd] residual stream, and scratch rows of the widths the blocks ask for.
@@ -83,7 +92,9 @@ class ForwardContext {
   // A slot's run [begin, end) that is a token tree: in a transaction under a policy that runs trees, depth
   // first, its KV rows inside the context.
   Status validate_tree(const Batch& batch, const state::ModelState& state, int64_t begin, int64_t end) const;
-  void begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings);
+  // layers [first_layer, end_layer): those the forward runs, whose KV rows it reserves.
+  void begin(const Batch& batch, state::ModelState& state, const tensor::Tensor& embeddings, int first_layer,
+             int end_layer);
   void finish(const Batch& batch, const tensor::Tensor& head, std::vector<float>& logits);
 
   const Model& model_;
@@ -104,6 +115,12 @@ class ForwardContext {
   std::vector<float> hidden_;
   std::vector<std::vector<float>> buffers_;
   std::vector<float> logit_rows_;
+  tensor::Tensor logit_head_;  // finish(): the head's rows that give logits
+  RoutingScratch routing_scratch_;
+  // validate(): whether a slot's run was met, and the path of a tree's rows being checked; kept so that a warm
+  // step allocates nothing.
+  mutable std::vector<uint8_t> slot_seen_;
+  mutable std::vector<int64_t> tree_path_;
 };
 
 }  // namespace rwd::model

@@ -40,6 +40,19 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
     }
   }
   if (tied_head_packed) file->release(w.token_embd);
+  const auto slices = [](const tensor::Tensor& stacked) {
+    std::vector<tensor::Tensor> out;
+    if (!stacked.valid()) return out;
+    for (int64_t i = 0; i < stacked.ne[2]; ++i) out.push_back(tensor::matrix_slice(stacked, i));
+    return out;
+  };
+  for (LayerWeights& lw : w.layers) {
+    lw.ffn_gate_experts = slices(lw.ffn_gate_exps);
+    lw.ffn_up_experts = slices(lw.ffn_up_exps);
+    lw.ffn_down_experts = slices(lw.ffn_down_exps);
+    lw.attn_k_b_heads = slices(lw.attn_k_b);
+    lw.attn_v_b_heads = slices(lw.attn_v_b);
+  }
   model->file_ = std::move(file);
   int n_kv = 0;
   int n_recurrent = 0;

@@ -65,6 +65,10 @@ struct LayerWeights {
   tensor::Tensor ffn_up_shexp;        // [n_ff_shexp, n_embd]
   tensor::Tensor ffn_down_shexp;      // [n_embd, n_ff_shexp]
   tensor::Tensor ffn_exp_probs_b;     // router selection bias [n_expert] (kimi-linear)
+  // ffn_*_exps one 2-D weight per expert and attn_k_b / attn_v_b one per head, made once at load
+  // (tensor::matrix_slice): a view made in a step would copy the tensor's name, an allocation per expert.
+  std::vector<tensor::Tensor> ffn_gate_experts, ffn_up_experts, ffn_down_experts;
+  std::vector<tensor::Tensor> attn_k_b_heads, attn_v_b_heads;
 };
 
 // A next-token-prediction (MTP) block's own tensors; its attention and FFN are an ordinary LayerWeights.

@@ -55,6 +55,14 @@ uint8_t* KvCache::grown(std::vector<std::vector<uint8_t>>& rows, int il, int slo
   return layer_rows.data();
 }
 
+void KvCache::reserve(int slot, int64_t n_positions, int first_layer, int end_layer) {
+  if (n_positions <= 0) return;
+  for (int il = first_layer; il < end_layer; ++il) {
+    grown(k_, il, slot, n_positions - 1, k_row_bytes(il));
+    grown(v_, il, slot, n_positions - 1, v_row_bytes(il));
+  }
+}
+
 void KvCache::write_k(int il, int slot, int64_t pos, const float* row) {
   const size_t row_bytes = k_row_bytes(il);
   tensor::dtype_traits(k_type_).from_float(row, grown(k_, il, slot, pos, row_bytes) + pos * row_bytes,

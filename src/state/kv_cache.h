@@ -39,9 +39,14 @@ class KvCache {
   tensor::DType k_type() const { return k_type_; }
   tensor::DType v_type() const { return v_type_; }
 
+  // Grows the rows of layers [first_layer, end_layer) of a slot to hold positions [0, n_positions)
+  // (geometrically, as writes would): a forward reserves its batch's rows in the layers it writes before any
+  // block runs, so no write moves the rows while kernels read them and the allocation, when the slot's context
+  // has grown past what it held, comes before the step's work.
+  void reserve(int slot, int64_t n_positions, int first_layer, int end_layer);
   // Stores position `pos` of a slot in attention layer `il`: `row` is [n_head_kv, head_dim] floats, converted to
-  // the cache type. The row (with the rows before it) is allocated on first use, which may move the layer's
-  // rows: take k_rows()/v_rows() after writing.
+  // the cache type. A row not reserved is allocated here (with the rows before it), which may move the layer's
+  // rows: outside a forward, take k_rows()/v_rows() after writing.
   void write_k(int il, int slot, int64_t pos, const float* row);
   void write_v(int il, int slot, int64_t pos, const float* row);
   // Copies row `from` of a slot over an earlier row `to` in every layer that has row `from`, K and V (a tree's

@@ -80,8 +80,13 @@ struct Routed {
 
 Routed route(const std::vector<float>& logits, int64_t n_used, const RouterParams& params) {
   Routed routed{std::vector<int32_t>(n_used, -1), std::vector<float>(n_used, NAN)};
+  // Working rows left over from a larger routing, as the engine's are: they must not leak into the result.
+  model::RoutingScratch scratch;
+  scratch.probs.assign(logits.size() + 7, 1e30f);
+  scratch.biased.assign(logits.size() + 7, 1e30f);
+  scratch.order.assign(logits.size() + 7, 0);
   route_token(logits.data(), static_cast<int64_t>(logits.size()), n_used, params, routed.experts.data(),
-              routed.weights.data());
+              routed.weights.data(), scratch);
   return routed;
 }
 

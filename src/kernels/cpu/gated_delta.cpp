@@ -114,16 +114,17 @@ GatedDeltaArgs token_range(const GatedDeltaArgs& args, int64_t first, int64_t n)
 constexpr uint8_t kLaterSibling = 1;
 constexpr uint8_t kHasChild = 2;
 
-std::vector<uint8_t> tree_flags(const int32_t* parents, int64_t n) {
-  std::vector<uint8_t> flags(static_cast<size_t>(n), 0);
-  std::vector<int64_t> last_child(static_cast<size_t>(n + 1), -1);  // per parent (+1: the roots' -1)
+// Into `flags`, reusing its storage (and a working row of this thread's): a warm step allocates nothing.
+void tree_flags(const int32_t* parents, int64_t n, std::vector<uint8_t>& flags) {
+  thread_local std::vector<int64_t> last_child;  // per parent (+1: the roots' -1)
+  flags.assign(static_cast<size_t>(n), 0);
+  last_child.assign(static_cast<size_t>(n + 1), -1);
   for (int64_t t = 0; t < n; ++t) {
     int64_t& last = last_child[static_cast<size_t>(parents[t] + 1)];
     if (last >= 0) flags[last] |= kLaterSibling;
     last = t;
     if (parents[t] >= 0) flags[parents[t]] |= kHasChild;
   }
-  return flags;
 }
 
 // A token tree over rows [row_begin, row_end) of head h, `base` holding them as the tree's roots start from.
@@ -213,7 +214,11 @@ void gated_delta_rules_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn
       }
       group_begin.push_back(c);
     }
-    flags[c] = io.parents != nullptr ? tree_flags(io.parents, call.n_tokens) : std::vector<uint8_t>{};
+    if (io.parents != nullptr) {
+      tree_flags(io.parents, call.n_tokens, flags[c]);
+    } else {
+      flags[c].clear();
+    }
     any_work = any_work || call.n_tokens > 0 || io.fold.n > 0;
   }
   if (!any_work) return;

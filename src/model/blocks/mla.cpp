@@ -93,7 +93,7 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     for (int64_t t = 0; t < n_tokens; ++t) {
       std::copy_n(q + (t * n_head + h) * hp.mla_key_length, nope, gathered + t * nope);
     }
-    kernels::cpu::matmul(tensor::matrix_slice(lw.attn_k_b, h), gathered, n_tokens, projected, ctx.matmul_scratch(),
+    kernels::cpu::matmul(lw.attn_k_b_heads[h], gathered, n_tokens, projected, ctx.matmul_scratch(),
                          ctx.pool());
     for (int64_t t = 0; t < n_tokens; ++t) {
       float* head = q_latent + (t * n_head + h) * row_width;
@@ -129,7 +129,7 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     for (int64_t t = 0; t < n_tokens; ++t) {
       std::copy_n(attended + (t * n_head + h) * row_width, kv_lora, gathered + t * kv_lora);
     }
-    kernels::cpu::matmul(tensor::matrix_slice(lw.attn_v_b, h), gathered, n_tokens, projected, ctx.matmul_scratch(),
+    kernels::cpu::matmul(lw.attn_v_b_heads[h], gathered, n_tokens, projected, ctx.matmul_scratch(),
                          ctx.pool());
     for (int64_t t = 0; t < n_tokens; ++t) {
       std::copy_n(projected + t * v_width, v_width, values + (t * n_head + h) * v_width);

@@ -20,8 +20,9 @@ using gguf::TensorKind;
 }  // namespace
 
 void route_token(const float* router_logits, int64_t n_expert, int64_t n_used, const RouterParams& params,
-                 int32_t* experts, float* weights) {
-  std::vector<float> probs(static_cast<size_t>(n_expert));  // the router scores, "ffn_moe_probs"
+                 int32_t* experts, float* weights, RoutingScratch& scratch) {
+  std::vector<float>& probs = scratch.probs;  // the router scores, "ffn_moe_probs"
+  probs.resize(static_cast<size_t>(n_expert));
   switch (params.gating) {
     case ExpertGating::softmax: {
       float max_logit = router_logits[0];
@@ -36,14 +37,15 @@ void route_token(const float* router_logits, int64_t n_expert, int64_t n_used, c
       break;
   }
   // The bias only decides which experts are chosen; the weights stay the unbiased scores (DeepSeek V3).
-  std::vector<float> biased;
+  std::vector<float>& biased = scratch.biased;
   const float* selection = probs.data();
   if (params.selection_bias != nullptr) {
     biased.resize(probs.size());
     for (int64_t e = 0; e < n_expert; ++e) biased[e] = probs[e] + params.selection_bias[e];
     selection = biased.data();
   }
-  std::vector<int32_t> order(static_cast<size_t>(n_expert));
+  std::vector<int32_t>& order = scratch.order;
+  order.resize(static_cast<size_t>(n_expert));
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + n_used, order.end(), [&](int32_t a, int32_t b) {
     return selection[a] > selection[b] || (selection[a] == selection[b] && a < b);
@@ -77,11 +79,14 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
 
   float* router = ctx.buffer(kBufferHeadParams, n_tokens * hp.n_expert);  // [n_tokens, n_expert]
   kernels::cpu::matmul(lw.ffn_gate_inp, x, n_tokens, router, ctx.matmul_scratch(), ctx.pool());
-  std::vector<int32_t> experts(static_cast<size_t>(n_tokens * n_used));
-  std::vector<float> weights(static_cast<size_t>(n_tokens * n_used));
+  RoutingScratch& scratch = ctx.routing_scratch();
+  std::vector<int32_t>& experts = scratch.experts;
+  std::vector<float>& weights = scratch.weights;
+  experts.resize(static_cast<size_t>(n_tokens * n_used));
+  weights.resize(static_cast<size_t>(n_tokens * n_used));
   for (int64_t t = 0; t < n_tokens; ++t) {
     route_token(router + t * hp.n_expert, hp.n_expert, n_used, router_params, experts.data() + t * n_used,
-                weights.data() + t * n_used);
+                weights.data() + t * n_used, scratch);
   }
 
   // Per expert: gather its tokens' rows, run the expert once over them, scatter into [n_tokens, n_used, n_embd].
@@ -90,7 +95,7 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   float* gate = ctx.buffer(kBufferFfnGate, n_tokens * hp.n_ff_exp);
   float* up = ctx.buffer(kBufferFfnUp, n_tokens * hp.n_ff_exp);
   float* expert_out = ctx.buffer(kBufferConvOut, n_tokens * n_embd);
-  std::vector<int64_t> slots;  // index t * n_used + j of each gathered row
+  std::vector<int64_t>& slots = scratch.rows;  // index t * n_used + j of each gathered row
   for (int64_t e = 0; e < hp.n_expert; ++e) {
     slots.clear();
     for (int64_t i = 0; i < n_tokens * n_used; ++i) {
@@ -99,9 +104,9 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     if (slots.empty()) continue;
     const int64_t n_rows = static_cast<int64_t>(slots.size());
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x + (slots[r] / n_used) * n_embd, n_embd, gathered + r * n_embd);
-    const tensor::Tensor expert_up = tensor::matrix_slice(lw.ffn_up_exps, e);
+    const tensor::Tensor& expert_up = lw.ffn_up_experts[e];
     if (gated) {
-      const tensor::Tensor expert_gate = tensor::matrix_slice(lw.ffn_gate_exps, e);
+      const tensor::Tensor& expert_gate = lw.ffn_gate_experts[e];
       kernels::cpu::matmul_shared_input({{&expert_gate, gate}, {&expert_up, up}}, gathered, n_rows, ctx.matmul_scratch(),
                                         ctx.pool());
       kernels::cpu::swiglu(gate, up, gate, n_rows * hp.n_ff_exp);
@@ -109,7 +114,7 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
       kernels::cpu::matmul(expert_up, gathered, n_rows, gate, ctx.matmul_scratch(), ctx.pool());
       relu_sqr(gate, n_rows * hp.n_ff_exp);
     }
-    kernels::cpu::matmul(tensor::matrix_slice(lw.ffn_down_exps, e), gate, n_rows, expert_out, ctx.matmul_scratch(), ctx.pool());
+    kernels::cpu::matmul(lw.ffn_down_experts[e], gate, n_rows, expert_out, ctx.matmul_scratch(), ctx.pool());
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(expert_out + r * n_embd, n_embd, routed + slots[r] * n_embd);
   }
 
@@ -131,7 +136,8 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     kernels::cpu::matmul(lw.ffn_down_shexp, shared_gate, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
   }
   const float* gate_inp_shexp = has_shared && lw.ffn_gate_inp_shexp.valid() ? lw.ffn_gate_inp_shexp.f32() : nullptr;
-  std::vector<float> mix(static_cast<size_t>(n_embd));
+  std::vector<float>& mix = scratch.mix;
+  mix.resize(static_cast<size_t>(n_embd));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* row = out + t * n_embd;
     if (gate_inp_shexp != nullptr) {
