@@ -90,6 +90,24 @@ std::unique_ptr<Engine> open(const RunConfig& config) {
   return engine.is_ok() ? std::move(engine).value() : nullptr;
 }
 
+// Speculation's outputs are plain decoding's: the same ids and, bitwise, the same top logprobs at every
+// emitted position (the logits of every position are the plain forward's).
+void expect_plain_outputs(const std::vector<Output>& spec, const std::vector<Output>& plain) {
+  ASSERT_EQ(spec.size(), plain.size());
+  for (size_t p = 0; p < spec.size(); ++p) {
+    ASSERT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
+    ASSERT_EQ(spec[p].top.size(), plain[p].top.size());
+    for (size_t t = 0; t < spec[p].top.size(); ++t) {
+      ASSERT_EQ(spec[p].top[t].size(), plain[p].top[t].size());
+      for (size_t j = 0; j < spec[p].top[t].size(); ++j) {
+        ASSERT_EQ(spec[p].top[t][j].id, plain[p].top[t][j].id) << "prompt " << p << " token " << t;
+        ASSERT_EQ(std::memcmp(&spec[p].top[t][j].logprob, &plain[p].top[t][j].logprob, sizeof(float)), 0)
+            << "prompt " << p << " token " << t << " rank " << j;
+      }
+    }
+  }
+}
+
 // Runs every prompt (all submitted at once; they share the slots) and returns their outputs in prompt order.
 std::vector<Output> run_all(Engine& engine, const std::vector<std::vector<int32_t>>& inputs,
                             const std::vector<std::vector<int32_t>>& oracle = {}) {
@@ -167,20 +185,11 @@ TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
   auto engine = open(config);
   ASSERT_NE(engine, nullptr);
   const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
+  expect_plain_outputs(spec, plain);
+  if (HasFatalFailure()) return;
   int64_t drafted = 0;
   int64_t rollbacks = 0;
   for (size_t p = 0; p < spec.size(); ++p) {
-    ASSERT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
-    ASSERT_EQ(spec[p].top.size(), plain[p].top.size());
-    for (size_t t = 0; t < spec[p].top.size(); ++t) {
-      ASSERT_EQ(spec[p].top[t].size(), plain[p].top[t].size());
-      for (size_t j = 0; j < spec[p].top[t].size(); ++j) {
-        ASSERT_EQ(spec[p].top[t][j].id, plain[p].top[t][j].id) << "prompt " << p << " token " << t;
-        // Bitwise: the logits of every emitted position are the plain forward's.
-        ASSERT_EQ(std::memcmp(&spec[p].top[t][j].logprob, &plain[p].top[t][j].logprob, sizeof(float)), 0)
-            << "prompt " << p << " token " << t << " rank " << j;
-      }
-    }
     drafted += spec[p].spec.drafted;
     rollbacks += spec[p].spec.rollbacks;
   }
@@ -271,17 +280,11 @@ TEST(SpecAdaptiveTrees, EveryShapeThePolicyChoosesEqualsPlainDecoding) {
         auto engine = open(config);
         ASSERT_NE(engine, nullptr);
         const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
+        expect_plain_outputs(spec, plain);
+        if (HasFatalFailure()) return;
         int64_t drafted = 0;
         int64_t tree_rounds = 0;
         for (size_t p = 0; p < spec.size(); ++p) {
-          ASSERT_EQ(spec[p].ids, plain[p].ids) << "prompt " << p;
-          ASSERT_EQ(spec[p].top.size(), plain[p].top.size());
-          for (size_t t = 0; t < spec[p].top.size(); ++t) {
-            for (size_t j = 0; j < spec[p].top[t].size(); ++j) {
-              ASSERT_EQ(std::memcmp(&spec[p].top[t][j].logprob, &plain[p].top[t][j].logprob, sizeof(float)), 0)
-                  << "prompt " << p << " token " << t << " rank " << j;
-            }
-          }
           drafted += spec[p].spec.drafted;
           tree_rounds += spec[p].spec.tree_rounds;
         }
