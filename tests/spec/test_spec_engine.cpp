@@ -153,6 +153,20 @@ const std::vector<Output>& reference(const std::string& model) {
   return it->second;
 }
 
+// Runs config's engine over the prompts, the oracle drafting plain decoding's output, and checks its outputs
+// against plain decoding's (expect_plain_outputs).
+std::vector<Output> run_against_plain(const RunConfig& config) {
+  const std::vector<Output>& plain = reference(config.model);
+  std::vector<std::vector<int32_t>> oracle;
+  for (const Output& out : plain) oracle.push_back(out.ids);
+  auto engine = open(config);
+  EXPECT_NE(engine, nullptr);
+  if (engine == nullptr) return {};
+  std::vector<Output> spec = run_all(*engine, prompts(), oracle);
+  expect_plain_outputs(spec, plain);
+  return spec;
+}
+
 struct Case {
   std::string model;
   std::string mode;
@@ -179,13 +193,7 @@ TEST_P(SpecExactness, GreedyOutputAndLogprobsEqualPlainDecoding) {
   config.n_slots = c.n_slots;
   config.tree_nodes = c.tree_nodes;
   if (c.mode == "draft") config.draft_model = test::twin_of(c.model);
-  const std::vector<Output>& plain = reference(c.model);
-  std::vector<std::vector<int32_t>> oracle;
-  for (const Output& out : plain) oracle.push_back(out.ids);
-  auto engine = open(config);
-  ASSERT_NE(engine, nullptr);
-  const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
-  expect_plain_outputs(spec, plain);
+  const std::vector<Output> spec = run_against_plain(config);
   if (HasFatalFailure()) return;
   int64_t drafted = 0;
   int64_t rollbacks = 0;
@@ -258,9 +266,6 @@ INSTANTIATE_TEST_SUITE_P(Engine, SpecExactness, ::testing::ValuesIn(cases()), ca
 // proposer's rounds, chains and trees, are taken on any machine.
 TEST(SpecAdaptiveTrees, EveryShapeThePolicyChoosesEqualsPlainDecoding) {
   const std::string model = "qwen35-tiny-f32.gguf";
-  const std::vector<Output>& plain = reference(model);
-  std::vector<std::vector<int32_t>> oracle;
-  for (const Output& out : plain) oracle.push_back(out.ids);
   for (const bool assumed : {false, true}) {
     for (const std::string mode : {"mtp", "draft", "ngram", "oracle"}) {
       for (int n_slots : {1, 4}) {
@@ -277,10 +282,7 @@ TEST(SpecAdaptiveTrees, EveryShapeThePolicyChoosesEqualsPlainDecoding) {
           config.assumed_draft_token = 0.01;
         }
         if (mode == "draft") config.draft_model = test::twin_of(model);
-        auto engine = open(config);
-        ASSERT_NE(engine, nullptr);
-        const std::vector<Output> spec = run_all(*engine, prompts(), oracle);
-        expect_plain_outputs(spec, plain);
+        const std::vector<Output> spec = run_against_plain(config);
         if (HasFatalFailure()) return;
         int64_t drafted = 0;
         int64_t tree_rounds = 0;
