@@ -32,7 +32,7 @@ endif()
 # under include/). A file then finds the headers of its module and of the modules it links, and nothing else:
 # an include that goes upwards fails to compile ("file not found") even where it would happen to link.
 function(rewind_module name)
-  cmake_parse_arguments(ARG "" "" "DEPS;API" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;PRIVATE_DEPS;API" ${ARGN})
   set(root ${CMAKE_BINARY_DIR}/include_roots/${name})
   file(REMOVE_RECURSE ${root})  # so a folder or header no longer exported does not stay visible
   file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
@@ -56,6 +56,8 @@ function(rewind_module name)
   target_include_directories(${name} PUBLIC ${root})
   target_compile_options(${name} PRIVATE ${REWIND_COMMON_FLAGS})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  # Private: linked, but their headers are not in the include roots of the modules that use this one.
+  target_link_libraries(${name} PRIVATE ${ARG_PRIVATE_DEPS})
   foreach(src ${sources})
     if(src MATCHES "_(avx2|vnni_emulated)\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${REWIND_AVX2_FLAGS}")

@@ -4,14 +4,14 @@
 #include <cmath>
 
 #include "base/check.h"
-#include "kernels/cpu/matmul.h"
+#include "compute/cpu_backend.h"
 #include "model/arch_info.h"
 #include "model/model.h"
 
 namespace rwd::model {
 
 ForwardContext::ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens)
-    : model_(model), pool_(pool), max_batch_tokens_(max_batch_tokens), logit_vocab_(model.hparams().n_vocab) {
+    : model_(model), backend_(compute::make_cpu_backend(&pool)), max_batch_tokens_(max_batch_tokens), logit_vocab_(model.hparams().n_vocab) {
   REWIND_CHECK(max_batch_tokens > 0, "max_batch_tokens must be positive, got {}", max_batch_tokens);
   hidden_.resize(static_cast<size_t>(max_batch_tokens * model.hparams().n_embd));
 }
@@ -152,7 +152,7 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
     slot_spans_.back().end = i + 1;
   }
   kv_rows_.resize(static_cast<size_t>(batch.size()));
-  key_paths_.assign(slot_spans_.size(), kernels::cpu::KeyPaths{});
+  key_paths_.assign(slot_spans_.size(), ops::KeyPaths{});
   key_path_rows_.clear();
   for (size_t si = 0; si < slot_spans_.size(); ++si) {
     const SlotSpan& span = slot_spans_[si];
@@ -163,7 +163,7 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
     }
     if (chain) continue;
     // Row t's keys from the span's first position on: its ancestors' KV rows and its own, shallowest first.
-    kernels::cpu::KeyPaths& paths = key_paths_[si];
+    ops::KeyPaths& paths = key_paths_[si];
     paths.mapped_from = batch.positions[span.begin];
     for (int64_t i = span.begin; i < span.end; ++i) {
       paths.stride = std::max<int64_t>(paths.stride, batch.positions[i] - paths.mapped_from + 1);
@@ -192,7 +192,7 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
   {
     size_t offset = 0;
     for (size_t si = 0; si < slot_spans_.size(); ++si) {
-      kernels::cpu::KeyPaths& paths = key_paths_[si];
+      ops::KeyPaths& paths = key_paths_[si];
       if (paths.stride == 0) continue;
       paths.rows = key_path_rows_.data() + offset;
       offset += static_cast<size_t>((slot_spans_[si].end - slot_spans_[si].begin) * paths.stride);
@@ -224,41 +224,29 @@ void ForwardContext::begin(const Batch& batch, state::ModelState& state, const t
     }
     if (!chain) run.parents = run_parents_.data() + run.span.begin;
   }
-  // Embedding rows are dequantized one token at a time: a token reads only its own row.
-  const auto& embd_traits = tensor::dtype_traits(embeddings.dtype);
-  for (int64_t i = 0; i < batch.size(); ++i) {
-    float* row = hidden_.data() + i * hp.n_embd;
-    embd_traits.to_float(embeddings.row(batch.tokens[i]), row, hp.n_embd);
-    if (hp.embd_scale != 1.0f) {
-      for (int64_t j = 0; j < hp.n_embd; ++j) row[j] *= hp.embd_scale;
-    }
-  }
+  backend_->embed(embeddings, batch.tokens, hp.embd_scale, {hidden_.data(), batch.size(), hp.n_embd});
 }
 
 void ForwardContext::finish(const Batch& batch, const tensor::Tensor& head, std::vector<float>& logits) {
   const HParams& hp = model_.hparams();
   const int64_t n_out = batch.n_logit_rows();
   logit_rows_.resize(static_cast<size_t>(std::max<int64_t>(n_out, 1) * hp.n_embd));
-  int64_t r = 0;
+  logit_row_index_.clear();
   for (int64_t i = 0; i < batch.size(); ++i) {
-    if (!batch.want_logits[i]) continue;
-    std::copy_n(hidden_.data() + i * hp.n_embd, hp.n_embd, logit_rows_.data() + r * hp.n_embd);
-    ++r;
+    if (batch.want_logits[i]) logit_row_index_.push_back(i);
   }
+  backend_->gather_rows({hidden_.data(), batch.size(), hp.n_embd}, logit_row_index_,
+                        {logit_rows_.data(), n_out, hp.n_embd});
   logits.resize(static_cast<size_t>(n_out * logit_vocab_));
   // The first logit_vocab_ rows (rows are contiguous). Assigned into a member: its name keeps its storage, so
   // the view costs no allocation once made.
   logit_head_ = head;
   logit_head_.ne[1] = logit_vocab_;
-  if (n_out > 0) kernels::cpu::matmul(logit_head_, logit_rows_.data(), n_out, logits.data(), matmul_scratch_, pool_);
-  if (hp.final_logit_softcap > 0.0f) {
-    const float cap = hp.final_logit_softcap;
-    for (float& value : logits) value = cap * std::tanh(value / cap);
-  }
-  if (hp.logit_scale != 1.0f) {
-    const float inverse = 1.0f / hp.logit_scale;  // llama.cpp scales by the reciprocal
-    for (float& value : logits) value *= inverse;
-  }
+  const compute::Rows logit_view{logits.data(), n_out, logit_vocab_};
+  if (n_out > 0) backend_->matmul(logit_head_, {logit_rows_.data(), n_out, hp.n_embd}, logit_view);
+  if (hp.final_logit_softcap > 0.0f) backend_->softcap(logit_view, hp.final_logit_softcap);
+  // llama.cpp scales by the reciprocal
+  if (hp.logit_scale != 1.0f) backend_->scale(logit_view, 1.0f / hp.logit_scale);
   batch_ = nullptr;
   state_ = nullptr;
 }

@@ -1,16 +1,15 @@
-// ForwardContext: everything one forward needs besides the weights — the batch, the KV cache, the thread
-// pool and activation buffers sized once for the largest batch (no allocation inside a step once warm).
+// ForwardContext: everything one forward needs besides the weights — the batch, the KV cache, the backend the
+// ops run on (the CPU backend over the thread pool) and activation buffers sized once for the largest batch (no allocation inside a step once warm).
 // The per-slot runs of the batch are computed here so blocks can attend per slot.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/gated_delta.h"
-#include "kernels/cpu/matmul.h"
+#include "compute/backend.h"
 #include "model/batch.h"
 #include "state/model_state.h"
 
@@ -67,19 +66,19 @@ class ForwardContext {
   // index in the run (siblings share a position).
   int32_t kv_row(int64_t row) const { return kv_rows_[row]; }
   // The key rows of a slot span's tree for the attention kernels; null for a chain.
-  const kernels::cpu::KeyPaths* key_paths(int64_t span_index) const {
-    const kernels::cpu::KeyPaths& paths = key_paths_[span_index];
+  const ops::KeyPaths* key_paths(int64_t span_index) const {
+    const ops::KeyPaths& paths = key_paths_[span_index];
     return paths.rows != nullptr ? &paths : nullptr;
   }
   state::KvCache& kv() { return state_->kv(); }
   state::RecurrentCache& recurrent() { return state_->recurrent(); }
   state::ModelState& state() { return *state_; }
-  ThreadPool& pool() { return pool_; }
-  kernels::cpu::MatmulScratch& matmul_scratch() { return matmul_scratch_; }
+  // The backend every op of the forward runs on.
+  compute::Backend& backend() { return *backend_; }
   // The delta-rule calls a recurrent layer gathers from its runs to make in one pool round.
-  std::vector<kernels::cpu::GatedDeltaCall>& delta_calls() { return delta_calls_; }
+  std::vector<ops::GatedDeltaCall>& delta_calls() { return delta_calls_; }
   // The attention calls of a layer's slots, made in one pool round.
-  std::vector<kernels::cpu::AttentionCall>& attention_calls() { return attention_calls_; }
+  std::vector<ops::AttentionCall>& attention_calls() { return attention_calls_; }
   RoutingScratch& routing_scratch() { return routing_scratch_; }
   int64_t n_tokens() const { return batch_->size(); }
 
@@ -98,23 +97,23 @@ class ForwardContext {
   void finish(const Batch& batch, const tensor::Tensor& head, std::vector<float>& logits);
 
   const Model& model_;
-  ThreadPool& pool_;
+  std::unique_ptr<compute::Backend> backend_;
   int64_t max_batch_tokens_;
   int64_t logit_vocab_;
   const Batch* batch_ = nullptr;
   state::ModelState* state_ = nullptr;
   std::vector<SlotSpan> slot_spans_;
   std::vector<RecurrentRun> recurrent_runs_;
-  std::vector<kernels::cpu::GatedDeltaCall> delta_calls_;
-  std::vector<kernels::cpu::AttentionCall> attention_calls_;
+  std::vector<ops::GatedDeltaCall> delta_calls_;
+  std::vector<ops::AttentionCall> attention_calls_;
   std::vector<int32_t> kv_rows_;
   std::vector<int32_t> run_parents_;           // per batch row, for the runs that are trees
-  std::vector<kernels::cpu::KeyPaths> key_paths_;  // per slot span
+  std::vector<ops::KeyPaths> key_paths_;  // per slot span
   std::vector<int32_t> key_path_rows_;
-  kernels::cpu::MatmulScratch matmul_scratch_;
   std::vector<float> hidden_;
   std::vector<std::vector<float>> buffers_;
   std::vector<float> logit_rows_;
+  std::vector<int64_t> logit_row_index_;  // finish(): the batch rows that give logits
   tensor::Tensor logit_head_;  // finish(): the head's rows that give logits
   RoutingScratch routing_scratch_;
   // validate(): whether a slot's run was met, and the path of a tree's rows being checked; kept so that a warm

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gated_delta.h"
-#include "kernels/cpu/rope.h"
+#include "ops/gated_delta.h"
+#include "ops/rope.h"
 
 namespace rwd::model {
 
@@ -66,7 +66,7 @@ struct HParams {
   float logit_scale = 1.0f;   // divides the logits (granitehybrid)
   float residual_scale = 1.0f;  // multiplies each mixer and FFN output before its residual add (granitehybrid)
   bool use_rope = true;       // false: attention without positions (Granite-4.0-H)
-  kernels::cpu::RopeMode rope_mode = kernels::cpu::RopeMode::normal;
+  ops::RopeMode rope_mode = ops::RopeMode::normal;
   FfnActivation ffn_activation = FfnActivation::silu;
   bool qk_norm = false;       // RMSNorm of each q and k head before RoPE (qwen3, gemma3)
   bool post_norms = false;    // sandwich norms after attention and FFN (gemma3)
@@ -80,7 +80,7 @@ struct HParams {
   int64_t ssm_head_dim = 0;
   int64_t ssm_d_conv = 0;
   int64_t ssm_d_state = 0;
-  kernels::cpu::KeyHeadMapping ssm_key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
+  ops::KeyHeadMapping ssm_key_head_mapping = ops::KeyHeadMapping::modulo;
   // Mixture of experts (0 experts: dense FFN): routed experts of n_ff_exp, a shared expert of n_ff_shexp.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;

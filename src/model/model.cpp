@@ -2,7 +2,6 @@
 
 #include "base/log.h"
 #include "gguf/keys.h"
-#include "kernels/cpu/packed_weights.h"
 #include "model/arch_info.h"
 #include "model/weight_binder.h"
 
@@ -33,9 +32,9 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
   // the head gets a packed copy of its own. Packing read every row of the file's copy: its pages go back too,
   // and the rows of the tokens a prompt embeds come back from the file as they are read.
   Weights& w = model->weights_;
-  bool tied_head_packed = w.output.data == w.token_embd.data && model->pack(w.output);
+  bool tied_head_packed = w.output.data == w.token_embd.data && model->packed_.pack(w.output);
   for (NextnWeights& nextn : model->weights_.nextn) {
-    if (nextn.shared_head_head.data == w.token_embd.data && model->pack(nextn.shared_head_head)) {
+    if (nextn.shared_head_head.data == w.token_embd.data && model->packed_.pack(nextn.shared_head_head)) {
       tied_head_packed = true;
     }
   }
@@ -63,26 +62,6 @@ Result<std::unique_ptr<Model>> Model::from_file(std::unique_ptr<gguf::GgufFile> 
   return model;
 }
 
-bool Model::pack(tensor::Tensor& weight) {
-  const kernels::cpu::KernelIsa isa = kernels::cpu::kernel_isa();
-  const size_t bytes = kernels::cpu::packed_weight_bytes(isa, weight);
-  if (bytes == 0) return false;
-  if (const auto found = packed_by_data_.find(weight.data); found != packed_by_data_.end()) {
-    weight.packed = found->second;
-    return true;
-  }
-  kernels::cpu::PackedBuffer packed = kernels::cpu::allocate_packed(bytes);
-  if (packed == nullptr) {  // slower without it, never wrong
-    log_warn("cannot allocate {} bytes for the packed copy of {}; it stays in the file's layout", bytes, weight.name);
-    return false;
-  }
-  kernels::cpu::pack_weight(isa, weight, packed.get());
-  packed_by_data_.emplace(weight.data, packed.get());
-  weight.packed = packed.get();
-  packed_.push_back(std::move(packed));
-  return true;
-}
-
 std::vector<state::KvLayerSpec> Model::kv_specs() const {
   std::vector<state::KvLayerSpec> specs;
   for (const LayerParams& layer : hparams_.layers) {
@@ -105,17 +84,17 @@ std::vector<state::RecurrentSpec> Model::recurrent_specs() const {
       specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim,
                        hp.ssm_n_head_k, false, hp.ssm_key_head_mapping});
     } else if (layer.kind == LayerKind::short_conv) {
-      specs.push_back({hp.n_shortconv_l_cache - 1, hp.n_embd, 0, 0, 0, 0, false, kernels::cpu::KeyHeadMapping::modulo});
+      specs.push_back({hp.n_shortconv_l_cache - 1, hp.n_embd, 0, 0, 0, 0, false, ops::KeyHeadMapping::modulo});
     } else if (layer.kind == LayerKind::mamba2 || layer.kind == LayerKind::attention_mamba2) {
       // The selective scan as a delta rule without correction: B the key (per group), dt * x the record's u.
       const int64_t d_inner = hp.ssm_n_head_v * hp.ssm_head_dim;
       const int64_t channels = d_inner + 2 * hp.ssm_n_head_k * hp.ssm_d_state;
       specs.push_back({hp.ssm_d_conv - 1, channels, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_d_state,
-                       hp.ssm_n_head_k, false, kernels::cpu::KeyHeadMapping::divide});
+                       hp.ssm_n_head_k, false, ops::KeyHeadMapping::divide});
     } else if (layer.kind == LayerKind::kimi_delta) {
       const int64_t width = hp.ssm_n_head_v * hp.ssm_head_dim;
       specs.push_back({hp.ssm_d_conv - 1, 3 * width, hp.ssm_n_head_v, hp.ssm_head_dim, hp.ssm_head_dim, hp.ssm_n_head_v,
-                       true, kernels::cpu::KeyHeadMapping::modulo});
+                       true, ops::KeyHeadMapping::modulo});
     }
   }
   return specs;

@@ -10,7 +10,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
-#include "kernels/cpu/packed_weights.h"
+#include "compute/packed_weights.h"
 #include "model/hparams.h"
 #include "model/weights.h"
 #include "state/kv_cache.h"
@@ -53,11 +53,8 @@ class Model {
   // Float copies of small vectors stored in another dtype (norm weights in f16 files).
   std::vector<std::vector<float>> converted_;
 
-  // Sets weight.packed to a copy in the dispatched kernel set's packed layout (kernels/cpu/packed_weights.h),
-  // made once per tensor data; false, leaving it unpacked, where the set has no packed layout for it.
-  bool pack(tensor::Tensor& weight);
-  std::vector<kernels::cpu::PackedBuffer> packed_;
-  std::map<const void*, const void*> packed_by_data_;
+  // The CPU kernels' re-laid copies of the weights (compute/packed_weights.h).
+  compute::PackedWeights packed_;
 };
 
 }  // namespace rwd::model

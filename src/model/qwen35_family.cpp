@@ -2,11 +2,9 @@
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/rms_norm.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/gated_delta_net.h"
 #include "model/blocks/moe.h"
-#include "kernels/cpu/matmul.h"
 #include "model/dense_transformer.h"
 #include "model/forward_context.h"
 #include "model/model.h"
@@ -30,7 +28,7 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Varian
   } else if (hp.n_ff <= 0) {
     return Status::errorf("{} is missing", gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
   }
-  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  hp.rope_mode = ops::RopeMode::neox;
   hp.qk_norm = true;
   REWIND_ASSIGN_OR_RETURN(uint32_t n_nextn, file.get_u32_or(gguf::arch_key(hp.arch, ArchKey::nextn_predict_layers), 0));
   if (n_nextn >= hp.n_layer) {
@@ -77,8 +75,8 @@ Status load_qwen35_hparams(const gguf::GgufFile& file, HParams& hp, Qwen35Varian
       hp.layers[il].kind = attention ? LayerKind::gated_attention : LayerKind::gated_delta;
     }
   }
-  hp.ssm_key_head_mapping = variant == Qwen35Variant::qwen3next ? kernels::cpu::KeyHeadMapping::divide
-                                                                 : kernels::cpu::KeyHeadMapping::modulo;
+  hp.ssm_key_head_mapping = variant == Qwen35Variant::qwen3next ? ops::KeyHeadMapping::divide
+                                                                 : ops::KeyHeadMapping::modulo;
   return Status::ok();
 }
 
@@ -163,17 +161,15 @@ void forward_qwen35_mtp(const Model& model, ForwardContext& ctx, const float* hi
   const NextnWeights& nw = model.weights().nextn[0];
   const int64_t n_tokens = ctx.n_tokens();
   const int64_t n_embd = hp.n_embd;
-  const int64_t n = n_tokens * n_embd;
-  float* x = ctx.hidden();                                         // [n_tokens, n_embd]: token embeddings
-  float* eh = ctx.buffer(blocks::kBufferConvIn, 2 * n);            // [n_tokens, 2*n_embd]
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    kernels::cpu::rms_norm(x + t * n_embd, nw.enorm.f32(), eh + t * 2 * n_embd, 1, n_embd, hp.rms_eps);
-    kernels::cpu::rms_norm(hidden_in + t * n_embd, nw.hnorm.f32(), eh + t * 2 * n_embd + n_embd, 1, n_embd, hp.rms_eps);
-  }
-  kernels::cpu::matmul(nw.eh_proj, eh, n_tokens, x, ctx.matmul_scratch(), ctx.pool());
+  compute::Backend& backend = ctx.backend();
+  const compute::Rows x{ctx.hidden(), n_tokens, n_embd};  // token embeddings
+  const compute::Rows eh{ctx.buffer(blocks::kBufferConvIn, 2 * n_tokens * n_embd), n_tokens, 2 * n_embd};
+  backend.rms_norm(x, nw.enorm.f32(), eh.columns(0, n_embd), hp.rms_eps);
+  backend.rms_norm({hidden_in, n_tokens, n_embd}, nw.hnorm.f32(), eh.columns(n_embd, n_embd), hp.rms_eps);
+  backend.matmul(nw.eh_proj, eh, x);
   // The block is a trunk layer (gated attention, then the FFN or experts after the post-attention norm).
   pre_norm_layer(model, ctx, il, pre_norm_buffers(model, ctx));
-  kernels::cpu::rms_norm(x, nw.shared_head_norm.f32(), x, n_tokens, n_embd, hp.rms_eps);
+  backend.rms_norm(x, nw.shared_head_norm.f32(), x, hp.rms_eps);
 }
 
 }  // namespace rwd::model

@@ -49,7 +49,7 @@ Result<tensor::Tensor> WeightBinder::embeddings(const std::string& name, std::ve
 Result<tensor::Tensor> WeightBinder::matrix(const std::string& name, std::vector<int64_t> shape) {
   REWIND_ASSIGN_OR_RETURN(tensor::Tensor tensor, embeddings(name, shape));
   // The file's copy of a packed weight is read no more: its pages go back (a tensor bound twice packs once).
-  if (model_.pack(tensor)) file_.release(tensor);
+  if (model_.packed_.pack(tensor)) file_.release(tensor);
   return tensor;
 }
 

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "base/log.h"
-#include "kernels/cpu/vec_dot.h"
+#include "compute/cpu_backend.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "spec/draft_model.h"
@@ -270,7 +270,7 @@ Result<std::unique_ptr<Engine>> EngineImpl::create(const EngineOptions& options)
   info.conv_bytes_per_slot = engine->state_->recurrent().conv_bytes_per_slot();
   info.recurrent_bytes_per_slot = engine->state_->recurrent().ssm_bytes_per_slot();
   info.n_threads = engine->pool_->n_threads();
-  info.isa = kernels::cpu::isa_name();
+  info.isa = compute::cpu_kernel_set();
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

@@ -13,7 +13,7 @@ constexpr int64_t kMinRows = 256;
 
 Status KvCache::check_types(const std::vector<KvLayerSpec>& layers, tensor::DType k_type, tensor::DType v_type) {
   for (const auto& [name, type] : {std::pair{"k", k_type}, std::pair{"v", v_type}}) {
-    if (!kernels::cpu::is_kv_type(type)) {
+    if (!ops::is_kv_type(type)) {
       return Status::errorf("cache-type-{} {} is not a KV cache type (f32, f16, q8_0)", name, tensor::dtype_name(type));
     }
   }

@@ -12,7 +12,7 @@
 
 #include "base/check.h"
 #include "base/status.h"
-#include "kernels/cpu/attention.h"
+#include "ops/attention.h"
 #include "tensor/dtype.h"
 
 namespace rwd::state {
@@ -54,8 +54,8 @@ class KvCache {
   void copy_row(int slot, int64_t from, int64_t to);
   // All rows of a slot as the attention kernels read them: every position written so far is there (read only
   // positions < length). MLA layers have no V rows (their values are read from the K rows).
-  kernels::cpu::KvRows k_rows(int il, int slot) const { return {k_[index(il, slot)].data(), k_type_, k_row_bytes(il)}; }
-  kernels::cpu::KvRows v_rows(int il, int slot) const { return {v_[index(il, slot)].data(), v_type_, v_row_bytes(il)}; }
+  ops::KvRows k_rows(int il, int slot) const { return {k_[index(il, slot)].data(), k_type_, k_row_bytes(il)}; }
+  ops::KvRows v_rows(int il, int slot) const { return {v_[index(il, slot)].data(), v_type_, v_row_bytes(il)}; }
   int64_t k_row_floats(int il) const { return layers_[il].n_head_kv * layers_[il].head_dim_k; }
   int64_t v_row_floats(int il) const { return layers_[il].n_head_kv * layers_[il].head_dim_v; }
   size_t k_row_bytes(int il) const { return tensor::row_bytes(k_type_, k_row_floats(il)); }

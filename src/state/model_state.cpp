@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "kernels/cpu/conv1d.h"
-#include "kernels/cpu/gated_delta.h"
+#include "compute/backend.h"
+#include "compute/cpu_backend.h"
 
 namespace rwd::state {
 namespace {
@@ -24,18 +24,17 @@ RecordRows rows_at(const LayerRecords& records, const RecurrentSpec& spec, int64
 }
 
 // Runs n records' tokens through a conv window (RecurrentCache layout), as the forward moved it.
-void apply_conv_records(const RecurrentSpec& spec, const float* conv_in, int64_t n, float* window) {
-  kernels::cpu::advance_conv_window(conv_in, n, spec.conv_channels, spec.conv_rows + 1, window);
+void apply_conv_records(compute::Backend& backend, const RecurrentSpec& spec, const float* conv_in, int64_t n,
+                        float* window) {
+  if (n == 0) return;
+  backend.advance_conv_window({conv_in, n, spec.conv_channels}, spec.conv_rows + 1, window);
 }
 
 // Applies n records to a recurrent state with the forward's arithmetic: bit-identical to running their tokens.
-void apply_delta_records(const RecurrentSpec& spec, const RecordRows& rows, int64_t n, float* ssm_state,
-                         ThreadPool* pool) {
+void apply_delta_records(compute::Backend& backend, const RecurrentSpec& spec, const RecordRows& rows, int64_t n,
+                         float* ssm_state) {
   if (spec.n_head == 0 || n == 0) return;
-  kernels::cpu::GatedDeltaStateIo io;
-  io.fold = {rows.k, rows.u, rows.decay, n};
-  kernels::cpu::gated_delta_rule_io(nullptr, nullptr, nullptr, nullptr, nullptr, 0, ssm_state, io, nullptr, nullptr,
-                                    spec.delta_params(), pool);
+  backend.fold_delta_records(ssm_state, {rows.k, rows.u, rows.decay, n}, spec.delta_params());
 }
 
 // Calls fn(array index, offset within the range, length) for the one or two contiguous pieces that ring entries
@@ -149,7 +148,8 @@ ModelState::ModelState(std::vector<KvLayerSpec> kv_layers, std::vector<Recurrent
       recurrent_(std::move(recurrent_layers), options.n_slots, planes_for(options)),
       slots_(static_cast<size_t>(options.n_slots)),
       ring_state_(static_cast<size_t>(options.n_slots)),
-      counters_(static_cast<size_t>(options.n_slots)) {
+      counters_(static_cast<size_t>(options.n_slots)),
+      host_ops_(compute::make_cpu_backend(nullptr)) {
   REWIND_CHECK(options.max_txn_tokens >= 0, "max_txn_tokens must not be negative, got {}", options.max_txn_tokens);
   REWIND_CHECK(options.rewind_depth >= 0, "rewind_depth must not be negative, got {}", options.rewind_depth);
   if (!has_recurrent_layers()) return;
@@ -244,8 +244,8 @@ Status ModelState::rewind(int slot, int64_t n_tokens) {
       const LayerRecords records = ring_records(rl, slot);
       for_each_ring_piece(ring.head, depth, 0, n_keep, [&](int64_t at, int64_t, int64_t length) {
         const RecordRows rows = rows_at(records, spec, at);
-        apply_conv_records(spec, rows.conv_in, length, checkpoint + recurrent_.conv_offset(rl));
-        apply_delta_records(spec, rows, length, checkpoint + recurrent_.ssm_offset(rl), nullptr);
+        apply_conv_records(*host_ops_, spec, rows.conv_in, length, checkpoint + recurrent_.conv_offset(rl));
+        apply_delta_records(*host_ops_, spec, rows, length, checkpoint + recurrent_.ssm_offset(rl));
       });
     }
     count_written(slot, static_cast<size_t>(recurrent_.slot_floats()) * sizeof(float), true);
@@ -377,9 +377,9 @@ void ModelState::push_conv_records(int rl, int slot, const float* conv_in, int64
   float* window = lagging_checkpoint(slot) + recurrent_.conv_offset(rl);
   const RingOverflow overflow = ring_overflow(ring.count, depth, n);
   for_each_ring_piece(ring.head, depth, 0, overflow.from_ring, [&](int64_t at, int64_t, int64_t length) {
-    apply_conv_records(spec, ring_conv + at * width, length, window);
+    apply_conv_records(*host_ops_, spec, ring_conv + at * width, length, window);
   });
-  apply_conv_records(spec, conv_in, overflow.from_incoming, window);
+  apply_conv_records(*host_ops_, spec, conv_in, overflow.from_incoming, window);
   const int64_t n_stored = n - overflow.from_incoming;
   for_each_ring_piece(ring.head, depth, ring.count + overflow.from_incoming, n_stored,
                       [&](int64_t at, int64_t offset, int64_t length) {
@@ -392,7 +392,7 @@ void ModelState::push_conv_records(int rl, int slot, const float* conv_in, int64
 }
 
 void ModelState::push_delta_records(int rl, int slot, const float* k, const float* u, const float* decay, int64_t n,
-                                    ThreadPool* pool) {
+                                    compute::Backend& backend) {
   const RecurrentSpec& spec = recurrent_.spec(rl);
   const int64_t depth = options_.rewind_depth;
   const SlotRing& ring = ring_state_[slot];
@@ -400,9 +400,9 @@ void ModelState::push_delta_records(int rl, int slot, const float* k, const floa
   float* ssm_state = lagging_checkpoint(slot) + recurrent_.ssm_offset(rl);
   const RingOverflow overflow = ring_overflow(ring.count, depth, n);
   for_each_ring_piece(ring.head, depth, 0, overflow.from_ring, [&](int64_t at, int64_t, int64_t length) {
-    apply_delta_records(spec, rows_at(records, spec, at), length, ssm_state, pool);
+    apply_delta_records(backend, spec, rows_at(records, spec, at), length, ssm_state);
   });
-  apply_delta_records(spec, {nullptr, k, u, decay}, overflow.from_incoming, ssm_state, pool);
+  apply_delta_records(backend, spec, {nullptr, k, u, decay}, overflow.from_incoming, ssm_state);
   const int64_t n_stored = n - overflow.from_incoming;
   const int64_t k_floats = spec.record_k_floats();
   const int64_t u_floats = spec.record_u_floats();
@@ -426,7 +426,7 @@ void ModelState::push_log_to_ring(int slot, int64_t n) {
     const RecurrentSpec& spec = recurrent_.spec(rl);
     const RecordRows rows = rows_at(records(rl, slot), spec, 0);
     push_conv_records(rl, slot, rows.conv_in, n);
-    if (spec.n_head > 0) push_delta_records(rl, slot, rows.k, rows.u, rows.decay, n, nullptr);
+    if (spec.n_head > 0) push_delta_records(rl, slot, rows.k, rows.u, rows.decay, n, *host_ops_);
   }
   advance_ring(slot, n);
 }
@@ -616,8 +616,8 @@ void ModelState::flush(int slot) {
   for (int rl = 0; rl < recurrent_.n_layers(); ++rl) {
     const RecurrentSpec& spec = recurrent_.spec(rl);
     const RecordRows rows = rows_at(records(rl, slot), spec, 0);
-    apply_conv_records(spec, rows.conv_in, n, recurrent_.conv_window(rl, slot));
-    apply_delta_records(spec, rows, n, recurrent_.ssm_state(rl, slot), nullptr);
+    apply_conv_records(*host_ops_, spec, rows.conv_in, n, recurrent_.conv_window(rl, slot));
+    apply_delta_records(*host_ops_, spec, rows, n, recurrent_.ssm_state(rl, slot));
   }
   count_written(slot, recurrent_.slot_floats() * sizeof(float), false);
   slots_[slot].pending_records = 0;

@@ -14,16 +14,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
+#include "compute/backend.h"
 #include "state/kv_cache.h"
 #include "state/recurrent_cache.h"
 #include "state/rollback_policy.h"
-
-namespace rwd {
-class ThreadPool;
-}
 
 namespace rwd::state {
 
@@ -223,10 +221,10 @@ class ModelState {
   float* lagging_checkpoint(int slot);
   // Layer rl's share of committing n tokens to a slot's rewind ring (their records, oldest first): records
   // that no longer fit are folded into the lagging checkpoint, the rest stored. Every layer pushes the same n
-  // before the ring's counters move (finish_forward, commit). pool may be null.
+  // before the ring's counters move (finish_forward, commit); a forward's folds run on its backend.
   void push_conv_records(int rl, int slot, const float* conv_in, int64_t n);
   void push_delta_records(int rl, int slot, const float* k, const float* u, const float* decay, int64_t n,
-                          ThreadPool* pool);
+                          compute::Backend& backend);
   // Snapshot i of a slot's open transaction: the state after its token i (RecurrentCache slot layout), a plane
   // of the recurrent cache; the last possible one is the plane the transaction started from.
   float* snapshot(int slot, int64_t i);
@@ -300,6 +298,9 @@ class ModelState {
   std::vector<std::vector<float>> copies_;
   std::vector<float> conv_scratch_;
   std::vector<RollbackCounters> counters_;  // per slot
+  // The state ops of commits and rewinds outside a forward (folds into a checkpoint), on the memory the state
+  // lives in: host memory, one thread.
+  std::unique_ptr<compute::Backend> host_ops_;
 };
 
 }  // namespace rwd::state

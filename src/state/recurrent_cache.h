@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/gated_delta.h"
+#include "ops/gated_delta.h"
 
 namespace rwd::state {
 
@@ -23,7 +23,7 @@ struct RecurrentSpec {
   int64_t head_k_dim = 0;
   int64_t n_head_k = 0;        // key heads of the delta rule (n_head is a multiple)
   bool per_channel_decay = false;
-  kernels::cpu::KeyHeadMapping key_head_mapping = kernels::cpu::KeyHeadMapping::modulo;
+  ops::KeyHeadMapping key_head_mapping = ops::KeyHeadMapping::modulo;
 
   int64_t conv_floats() const { return conv_rows * conv_channels; }
   int64_t ssm_floats() const { return n_head * head_v_dim * head_k_dim; }
@@ -34,8 +34,8 @@ struct RecurrentSpec {
   int64_t record_floats() const {
     return conv_channels + record_k_floats() + record_u_floats() + record_decay_floats();
   }
-  kernels::cpu::GatedDeltaParams delta_params() const {
-    kernels::cpu::GatedDeltaParams params;
+  ops::GatedDeltaParams delta_params() const {
+    ops::GatedDeltaParams params;
     params.n_head_k = n_head_k;
     params.n_head_v = n_head;
     params.head_k_dim = head_k_dim;

@@ -4,7 +4,7 @@
 // slot's tokens; a slot's recurrent state is never touched by another slot's tokens (poisoned with 0x3e
 // bytes); and a reset slot starts a new sequence exactly like a fresh cache. CTest runs it once per kernel set
 // (REWIND_ISA), so every set the machine can run keeps these invariants.
-// links: rewind_runtime rewind_synthetic
+// links: rewind_runtime rewind_synthetic rewind_kernels_cpu
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -36,7 +36,7 @@ std::vector<float> stored(DType type, const std::vector<float>& row) {
   return back;
 }
 
-std::vector<float> read_row(const kernels::cpu::KvRows& rows, int64_t pos, int64_t n) {
+std::vector<float> read_row(const ops::KvRows& rows, int64_t pos, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
   tensor::dtype_traits(rows.type).to_float(static_cast<const uint8_t*>(rows.data) + pos * rows.row_bytes, out.data(), n);
   return out;
@@ -123,7 +123,7 @@ TEST_P(KvCacheTypes, SavedPrefixRestoresIntoAnotherSlot) {
   kv.save_prefix(0, kSaved, block.data());
   kv.restore_prefix(1, block.data(), kSaved, kRestored);
   for (int il = 0; il < kv.n_layers(); ++il) {
-    const auto same = [&](const kernels::cpu::KvRows& a, const kernels::cpu::KvRows& b) {
+    const auto same = [&](const ops::KvRows& a, const ops::KvRows& b) {
       return std::memcmp(a.data, b.data, kRestored * a.row_bytes) == 0;
     };
     EXPECT_TRUE(same(kv.k_rows(il, 0), kv.k_rows(il, 1))) << "layer " << il;

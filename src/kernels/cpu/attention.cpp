@@ -32,10 +32,6 @@ void attention_sequences(std::span<const AttentionCall> calls, const AttentionPa
                                    calls, params, pool);
 }
 
-bool is_kv_type(tensor::DType type) {
-  return type == tensor::DType::f32 || type == tensor::DType::f16 || type == tensor::DType::q8_0;
-}
-
 namespace detail {
 
 const float* kv_block(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
@@ -123,7 +119,14 @@ void attention_sequences_with(AttentionGroupFn group_fn, std::span<const Attenti
     first_item[c + 1] = first_item[c] + params.n_head_kv * n_split * calls[c].n_tokens;
   }
   const std::vector<int64_t>& call_items = first_item;  // the workers' view: by name a thread_local is their own
-  auto run_items = [&](int64_t begin, int64_t end) {
+  // Per thread index: K and V block scratch (AttentionGroup::k_scratch), grown on the caller before the round.
+  thread_local std::vector<std::vector<float>> scratch_of_index;
+  if (scratch_of_index.size() < static_cast<size_t>(2 * n_threads)) scratch_of_index.resize(2 * n_threads);
+  for (std::vector<float>& scratch : scratch_of_index) {
+    if (scratch.size() < static_cast<size_t>(kAttentionBlock * head_dim)) scratch.resize(kAttentionBlock * head_dim);
+  }
+  std::vector<std::vector<float>>& scratch_by_index = scratch_of_index;
+  auto run_items = [&](int64_t begin, int64_t end, int ith) {
     size_t c = 0;
     size_t head_bytes_of = calls.size();  // the call whose head sizes k_head_bytes and v_head_bytes hold
     size_t k_head_bytes = 0;  // bytes of one KV head's values in a row of call c: whole blocks of its type
@@ -166,14 +169,21 @@ void attention_sequences_with(AttentionGroupFn group_fn, std::span<const Attenti
                               .head_dim = head_dim,
                               .scale = params.scale,
                               .softcap = params.softcap,
-                              .out = call.out + row_offset});
+                              .out = call.out + row_offset,
+                              .k_scratch = scratch_by_index[2 * ith].data(),
+                              .v_scratch = scratch_by_index[2 * ith + 1].data()});
     }
   };
   const int64_t n_items = first_item.back();
   if (n_threads > 1 && n_items > 1) {
-    pool->parallel_for(n_items, run_items);
+    // parallel_for's split, with the thread index that picks the scratch.
+    pool->run([&](int ith, int nth) {
+      const int64_t begin = n_items * ith / nth;
+      const int64_t end = n_items * (ith + 1) / nth;
+      if (begin < end) run_items(begin, end, ith);
+    });
   } else {
-    run_items(0, n_items);
+    run_items(0, n_items, 0);
   }
 }
 
@@ -226,13 +236,6 @@ void block_step_scalar(const AttentionGroup& group, const float* q, const float*
 
 }  // namespace
 
-std::vector<float>& kv_scratch(int which, int64_t head_dim) {
-  thread_local std::vector<float> scratch[2];
-  const auto needed = static_cast<size_t>(kAttentionBlock * head_dim);
-  if (scratch[which].size() < needed) scratch[which].resize(needed);
-  return scratch[which];
-}
-
 void attention_group_scalar(const AttentionGroup& group) {
   const int64_t head_dim = group.head_dim;
   double acc[kAttentionMaxGroup * kAttentionMaxHeadDim];
@@ -244,14 +247,12 @@ void attention_group_scalar(const AttentionGroup& group) {
                  .acc = acc + i * head_dim};
     std::fill(states[i].acc, states[i].acc + head_dim, 0.0);
   }
-  std::vector<float>& k_scratch = kv_scratch(0, head_dim);
-  std::vector<float>& v_scratch = kv_scratch(1, head_dim);
   for (int64_t block = 0; block < group.n_keys; block += kAttentionBlock) {
     const int64_t n = std::min(kAttentionBlock, group.n_keys - block);
     int64_t k_stride = 0;
     int64_t v_stride = 0;
-    const float* k_block = kv_block(group.k, block, n, head_dim, k_scratch.data(), &k_stride);
-    const float* v_block = kv_block(group.v, block, n, head_dim, v_scratch.data(), &v_stride);
+    const float* k_block = kv_block(group.k, block, n, head_dim, group.k_scratch, &k_stride);
+    const float* v_block = kv_block(group.v, block, n, head_dim, group.v_scratch, &v_stride);
     for (int64_t i = 0; i < group.n_queries; ++i) {
       block_step_scalar(group, group.q + i * head_dim, k_block, k_stride, v_block, v_stride, n, states[i], weights,
                         block_acc);

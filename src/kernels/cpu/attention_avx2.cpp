@@ -221,14 +221,12 @@ void attention_group_avx2(const AttentionGroup& group) {
                  .block_acc = block_acc + i * head_dim};
     std::fill(states[i].acc, states[i].acc + head_dim, 0.0);
   }
-  std::vector<float>& k_scratch = kv_scratch(0, head_dim);
-  std::vector<float>& v_scratch = kv_scratch(1, head_dim);
   for (int64_t block = 0; block < group.n_keys; block += kAttentionBlock) {
     const int64_t n = std::min(kAttentionBlock, group.n_keys - block);
     int64_t k_stride = 0;
     int64_t v_stride = 0;
-    const float* k_block = kv_block_avx2(group.k, block, n, head_dim, k_scratch.data(), &k_stride);
-    const float* v_block = kv_block_avx2(group.v, block, n, head_dim, v_scratch.data(), &v_stride);
+    const float* k_block = kv_block_avx2(group.k, block, n, head_dim, group.k_scratch, &k_stride);
+    const float* v_block = kv_block_avx2(group.v, block, n, head_dim, group.v_scratch, &v_stride);
     group_block(group, k_block, k_stride, v_block, v_stride, n, states);
   }
   const int64_t n_vec8 = head_dim - head_dim % 8;

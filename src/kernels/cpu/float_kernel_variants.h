@@ -67,6 +67,10 @@ struct AttentionGroup {
   float scale;
   float softcap;
   float* out;         // [n_queries, head_dim]
+  // kAttentionBlock rows of head_dim each for kv_block's conversions: the pool thread index's own, kept per
+  // index rather than per OS thread (a late worker's index runs on the caller), so a warm step allocates nothing.
+  float* k_scratch;
+  float* v_scratch;
 };
 
 // Keys [first, first + n) of a slice as floats: the rows themselves for consecutive f32 rows (*stride = their
@@ -74,8 +78,6 @@ struct AttentionGroup {
 // n <= kAttentionBlock.
 const float* kv_block(const KvSlice& slice, int64_t first, int64_t n, int64_t head_dim, float* scratch,
                       int64_t* stride);
-// This thread's scratch for kv_block: which = 0 for keys, 1 for values; kAttentionBlock rows of head_dim.
-std::vector<float>& kv_scratch(int which, int64_t head_dim);
 
 using AttentionGroupFn = void (*)(const AttentionGroup& group);
 void attention_group_scalar(const AttentionGroup& group);

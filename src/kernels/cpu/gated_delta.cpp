@@ -127,19 +127,28 @@ void tree_flags(const int32_t* parents, int64_t n, std::vector<uint8_t>& flags) 
   }
 }
 
+// One pool thread index's working rows: a read-only call's copy of a row block, and a tree's path and its
+// copies. Kept per thread index, not per OS thread: a late worker's index runs on the caller, and storage that
+// followed the OS thread would then grow in the middle of a warm step.
+struct RowsScratch {
+  struct PathEntry {
+    int64_t node;
+    float* rows;
+  };
+  std::vector<float> copy;
+  std::vector<std::vector<float>> tree_copies;
+  std::vector<PathEntry> tree_path;
+};
+
 // A token tree over rows [row_begin, row_end) of head h, `base` holding them as the tree's roots start from.
 // The path from the roots to the current token is a stack whose entry s lives in copies[s] (entry 0 in base);
 // a token with a later sibling runs on a fresh copy of its parent's rows, unless it is a leaf, which reads its
 // parent's rows and writes nothing (discard_rows); the last child runs on the parent's rows themselves, and a
 // chain of only children runs in one rows_fn call.
 void run_tree_rows(GatedDeltaRowsFn rows_fn, const GatedDeltaArgs& args, const int32_t* parents, const uint8_t* flags,
-                   int64_t h, int64_t row_begin, int64_t row_end, float* base) {
-  struct Entry {
-    int64_t node;
-    float* rows;
-  };
-  thread_local std::vector<std::vector<float>> copies;
-  thread_local std::vector<Entry> path;
+                   int64_t h, int64_t row_begin, int64_t row_end, float* base, RowsScratch& scratch) {
+  std::vector<std::vector<float>>& copies = scratch.tree_copies;
+  std::vector<RowsScratch::PathEntry>& path = scratch.tree_path;
   const int64_t n = args.n_tokens;
   const size_t n_floats = static_cast<size_t>((row_end - row_begin) * args.params.head_k_dim);
   path.clear();
@@ -235,12 +244,15 @@ void gated_delta_rules_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn
   const int64_t rows_per_block = ((dv + n_row_blocks - 1) / n_row_blocks + 7) / 8 * 8;
   n_row_blocks = (dv + rows_per_block - 1) / rows_per_block;
   const int64_t items_per_group = params.n_head_v * n_row_blocks;
+  thread_local std::vector<RowsScratch> scratch_of_index;
+  if (scratch_of_index.size() < static_cast<size_t>(n_threads)) scratch_of_index.resize(n_threads);
   // The workers see these through references: by name, a thread_local is each thread's own.
   const std::vector<size_t>& groups = group_begin;
   const std::vector<std::vector<uint8_t>>& call_flags = flags;
-  const auto run_items = [&](int64_t item_begin, int64_t item_end) {
-    // The working copy of a read-only call: one row block per thread, reused, so it stays in cache.
-    thread_local std::vector<float> copy;
+  std::vector<RowsScratch>& scratch_by_index = scratch_of_index;
+  const auto run_items = [&](int64_t item_begin, int64_t item_end, RowsScratch& scratch) {
+    // The working copy of a read-only call: one row block per thread index, reused, so it stays in cache.
+    std::vector<float>& copy = scratch.copy;
     for (int64_t item = item_begin; item < item_end; ++item) {
       const int64_t group = item / items_per_group;
       const int64_t h = item % items_per_group / n_row_blocks;
@@ -263,17 +275,23 @@ void gated_delta_rules_with(GatedDeltaRowsFn rows_fn, ApplyRecordRowsFn apply_fn
         const GatedDeltaArgs args{call.q, call.k, call.v, call.g, call.beta, call.n_tokens, call.state, call.out,
                                   call.u_out, params};
         if (io.parents != nullptr) {
-          run_tree_rows(rows_fn, args, io.parents, call_flags[c].data(), h, row_begin, row_end, rows);
+          run_tree_rows(rows_fn, args, io.parents, call_flags[c].data(), h, row_begin, row_end, rows, scratch);
         } else {
           rows_fn(args, h, row_begin, row_end, rows);
         }
       }
     }
   };
+  const int64_t n_items = n_groups * items_per_group;
   if (n_threads == 1) {
-    run_items(0, n_groups * items_per_group);
+    run_items(0, n_items, scratch_by_index[0]);
   } else {
-    pool->parallel_for(n_groups * items_per_group, run_items);
+    // parallel_for's split, with the thread index that picks the scratch.
+    pool->run([&](int ith, int nth) {
+      const int64_t begin = n_items * ith / nth;
+      const int64_t end = n_items * (ith + 1) / nth;
+      if (begin < end) run_items(begin, end, scratch_by_index[ith]);
+    });
   }
 }
 

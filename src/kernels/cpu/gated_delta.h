@@ -8,7 +8,7 @@
 //   o(t) = Sᵀ q(t) * scale
 // q and k are expected L2-normalised by the caller. State layout is value-major, as llama.cpp stores it:
 // state[h][j][i] = S_h[i][j] (i: key index, j: value index), [n_head_v, head_v_dim, head_k_dim].
-// The parameter types are the reference's (kernels/ref/gated_delta.h).
+// The types are ops/gated_delta.h's.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +25,7 @@ namespace rwd::kernels::cpu {
 using KeyHeadMapping = ref::KeyHeadMapping;
 using GatedDeltaParams = ref::GatedDeltaParams;
 
-// head_k_dim and head_v_dim may be any value in 1 .. kGatedDeltaMaxHeadDim.
-inline constexpr int64_t kGatedDeltaMaxHeadDim = 512;
+inline constexpr int64_t kGatedDeltaMaxHeadDim = ops::kGatedDeltaMaxHeadDim;
 
 // q, k:   [n_tokens, n_head_k, head_k_dim]
 // v:      [n_tokens, n_head_v, head_v_dim]
@@ -48,31 +47,11 @@ void gated_delta_rule(const float* q, const float* k, const float* v, const floa
 // another exp (std::exp, a float64 exp) can differ in the last bit and break bit-exact replay.
 void gated_delta_decay(const float* g, float* decay, int64_t n);
 
-// Records of earlier tokens of the same sequence (as gated_delta_rule wrote them to u_out, with k and
-// gated_delta_decay(g)), applied to a head's rows before the call's own tokens with apply_gated_delta_record's
-// arithmetic, so the result equals having run those tokens first.
-struct GatedDeltaRecords {
-  const float* k = nullptr;      // [n, n_head_k, head_k_dim]
-  const float* u = nullptr;      // [n, n_head_v, head_v_dim]
-  const float* decay = nullptr;  // [n, n_head_v] or [n, n_head_v, head_k_dim] when per_channel_decay
-  int64_t n = 0;
-};
+using GatedDeltaRecords = ops::GatedDeltaRecords;
 
-// How a call treats the state it is given (DESIGN §5, rollback by record replay). `fold` records are applied
-// to the state and stay there (a commit made lazily: the rows are in cache anyway). With read_only, the
-// call's tokens then run on a per-thread copy of each head's rows, after the `ahead` records (tokens of the
-// open transaction that earlier calls ran) are applied to the copy; the state keeps only the fold. Without
-// read_only, `ahead` must be empty and the tokens update the state in place.
-// With `parents` (read_only only), the call's tokens are a tree in depth-first order: token t continues from
-// token parents[t] (< t), or from the state after `ahead` when parents[t] is -1, and each token's out and u
-// are those of running it after its path. Each thread keeps one copy of a head's rows per branching node on the
-// current path (O(depth) copies, never one per node).
-struct GatedDeltaStateIo {
-  GatedDeltaRecords fold;
-  GatedDeltaRecords ahead;
-  bool read_only = false;
-  const int32_t* parents = nullptr;
-};
+// Each thread keeps one copy of a head's rows per branching node on a tree's current path (O(depth) copies,
+// never one per node).
+using GatedDeltaStateIo = ops::GatedDeltaStateIo;
 
 // gated_delta_rule with records applied first and, optionally, the state left untouched by the tokens.
 // u_out is required when read_only (the records are then the only trace the tokens leave).
@@ -81,18 +60,7 @@ void gated_delta_rule_io(const float* q, const float* k, const float* v, const f
                          const GatedDeltaParams& params, ThreadPool* pool);
 
 // One gated_delta_rule_io() call as a member of a gated_delta_rules() round (the arrays as documented above).
-struct GatedDeltaCall {
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
-  const float* g = nullptr;
-  const float* beta = nullptr;
-  int64_t n_tokens = 0;
-  float* state = nullptr;
-  GatedDeltaStateIo io;
-  float* out = nullptr;
-  float* u_out = nullptr;
-};
+using GatedDeltaCall = ops::GatedDeltaCall;
 
 // Several gated_delta_rule_io() calls of one layer (every slot of a step, DESIGN §5) in one pool round, so a
 // step pays one fork-join per layer instead of one per slot, and few heads per slot still fill the threads.

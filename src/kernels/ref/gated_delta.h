@@ -6,25 +6,13 @@
 
 #include <cstdint>
 
+#include "ops/gated_delta.h"
+
 namespace rwd::kernels::ref {
 
-enum class KeyHeadMapping {
-  modulo,  // value head h reads key head h % n_head_k (qwen35: V heads stored tiled)
-  divide,  // value head h reads key head h / (n_head_v / n_head_k) (qwen3next: grouped)
-};
+using KeyHeadMapping = ops::KeyHeadMapping;
 
-struct GatedDeltaParams {
-  int64_t n_head_k = 0;
-  int64_t n_head_v = 0;            // multiple of n_head_k
-  int64_t head_k_dim = 0;
-  int64_t head_v_dim = 0;
-  bool per_channel_decay = false;  // KDA: g has head_k_dim values per head
-  KeyHeadMapping mapping = KeyHeadMapping::modulo;
-  float scale = 1.0f;              // applied to o (1/sqrt(head_k_dim) for GDN)
-  // false: Mamba2's selective scan, u = beta * v with no S'ᵀk subtracted (k = B, v = x, beta = dt, q = C);
-  // the state update, and so the records and their replay, are the same as the delta rule's.
-  bool subtract_prediction = true;
-};
+using GatedDeltaParams = ops::GatedDeltaParams;
 
 // The key head that value head head_v reads under params.mapping.
 int64_t key_head_of(int64_t head_v, const GatedDeltaParams& params);

@@ -5,12 +5,11 @@
 
 #include <cstdint>
 
+#include "ops/norm.h"
+
 namespace rwd::kernels::ref {
 
-enum class GateActivation {
-  silu,     // z * sigmoid(z): Gated DeltaNet, Mamba2
-  sigmoid,  // Kimi Delta Attention
-};
+using GateActivation = ops::GateActivation;
 
 // x, z, y: [n_rows, n]; weight: [n], shared by all rows. x and y may alias.
 void gated_rms_norm(const float* x, const float* z, const float* weight, float* y, int64_t n_rows, int64_t n,

@@ -21,7 +21,7 @@ Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
   if (hp.n_ff <= 0) return Status::errorf("{} is missing", gguf::arch_key(hp.arch, ArchKey::feed_forward_length));
   REWIND_RETURN_IF_ERROR(blocks::load_mamba2_hparams(file, hp));
-  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  hp.rope_mode = ops::RopeMode::neox;
   for (LayerParams& layer : hp.layers) layer.kind = LayerKind::attention_mamba2;
   return Status::ok();
 }

@@ -17,7 +17,7 @@ constexpr float kSlidingRopeBase = 10000.0f;
 
 Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
-  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  hp.rope_mode = ops::RopeMode::neox;
   hp.ffn_activation = FfnActivation::gelu_tanh;
   hp.qk_norm = true;
   hp.post_norms = true;

@@ -28,7 +28,7 @@ Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
     if (layer.kind == LayerKind::attention) layer.kind = LayerKind::mla;
   }
   REWIND_RETURN_IF_ERROR(blocks::load_mla_hparams(file, hp));
-  REWIND_ASSIGN_OR_RETURN(hp.ssm_head_dim, read_count(file, hp, ArchKey::kda_head_dim, kernels::cpu::kGatedDeltaMaxHeadDim));
+  REWIND_ASSIGN_OR_RETURN(hp.ssm_head_dim, read_count(file, hp, ArchKey::kda_head_dim, ops::kGatedDeltaMaxHeadDim));
   REWIND_ASSIGN_OR_RETURN(hp.ssm_d_conv, read_count(file, hp, ArchKey::ssm_conv_kernel, 16));
   if (hp.ssm_d_conv < 2) return Status::errorf("{} is 1, expected 2 .. 16", gguf::arch_key(hp.arch, ArchKey::ssm_conv_kernel));
   hp.ssm_n_head_k = hp.ssm_n_head_v = hp.n_head;

@@ -16,7 +16,7 @@ using gguf::TensorKind;
 
 Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
-  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  hp.rope_mode = ops::RopeMode::neox;
   hp.qk_norm = true;
   const std::string l_cache_key = gguf::arch_key(hp.arch, ArchKey::shortconv_l_cache);
   REWIND_ASSIGN_OR_RETURN(uint32_t l_cache, file.get_u32(l_cache_key));

@@ -9,7 +9,7 @@ namespace {
 
 Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
-  hp.rope_mode = kernels::cpu::RopeMode::normal;
+  hp.rope_mode = ops::RopeMode::normal;
   hp.ffn_activation = FfnActivation::silu;
   return Status::ok();
 }

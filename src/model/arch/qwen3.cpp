@@ -9,7 +9,7 @@ namespace {
 
 Status load_hparams(const gguf::GgufFile& file, HParams& hp) {
   REWIND_RETURN_IF_ERROR(load_dense_hparams(file, hp));
-  hp.rope_mode = kernels::cpu::RopeMode::neox;
+  hp.rope_mode = ops::RopeMode::neox;
   hp.ffn_activation = FfnActivation::silu;
   hp.qk_norm = true;
   return Status::ok();

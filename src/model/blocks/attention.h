@@ -3,7 +3,6 @@
 // output projection. Gated attention and MLA are separate blocks.
 #pragma once
 
-#include "kernels/cpu/attention.h"
 #include "model/forward_context.h"
 #include "model/model.h"
 
@@ -16,6 +15,6 @@ void attention(const Model& model, ForwardContext& ctx, int il, const float* x, 
 // kv_layer, then attends every slot's queries ([n_tokens, n_head, head_dim]) over that slot's rows into mixed,
 // all slots in one pool round.
 void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float* k, const float* v, float* mixed,
-                  const kernels::cpu::AttentionParams& params);
+                  const ops::AttentionParams& params);
 
 }  // namespace rwd::model::blocks

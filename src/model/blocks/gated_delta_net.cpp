@@ -1,15 +1,7 @@
 #include "model/blocks/gated_delta_net.h"
 
-#include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/conv1d.h"
-#include "kernels/cpu/gated_delta.h"
-#include "kernels/cpu/gated_rms_norm.h"
-#include "kernels/cpu/glu.h"
-#include "kernels/cpu/l2_norm.h"
-#include "kernels/cpu/matmul.h"
-#include "model/blocks/activations.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/recurrent_io.h"
 
@@ -26,67 +18,58 @@ void gated_delta_net(const Model& model, ForwardContext& ctx, int il, const floa
   const int64_t n_channels = 2 * qk_width + v_width;
   const int64_t n_head_v = hp.ssm_n_head_v;
 
-  float* mixed = ctx.buffer(kBufferConvIn, n_tokens * n_channels);  // [n_tokens, q | k | v channels]
-  float* z = ctx.buffer(kBufferGate, n_tokens * v_width);           // [n_tokens, n_head_v, head_dim]
-  float* beta = ctx.buffer(kBufferHeadParams, n_tokens * n_head_v);  // [n_tokens, n_head_v]
-  float* g = ctx.buffer(kBufferHeadParams2, n_tokens * n_head_v);    // [n_tokens, n_head_v]
+  compute::Backend& backend = ctx.backend();
+  const compute::ConstRows input{x, n_tokens, hp.n_embd};
+  const compute::Rows mixed{ctx.buffer(kBufferConvIn, n_tokens * n_channels), n_tokens, n_channels};  // q | k | v
+  const compute::Rows z{ctx.buffer(kBufferGate, n_tokens * v_width), n_tokens, v_width};  // [.., n_head_v, head_dim]
+  const compute::Rows beta{ctx.buffer(kBufferHeadParams, n_tokens * n_head_v), n_tokens, n_head_v};
+  const compute::Rows g{ctx.buffer(kBufferHeadParams2, n_tokens * n_head_v), n_tokens, n_head_v};
   if (lw.ssm_ba.valid()) {
     // qwen3next stores beta and alpha logits together, per K group: [b(r) | a(r)] with r = H_v / H_k.
-    float* ba = ctx.buffer(kBufferConvOut, n_tokens * 2 * n_head_v);  // [n_tokens, n_head_k, 2, r]
-    kernels::cpu::matmul_shared_input({{&lw.attn_qkv, mixed}, {&lw.attn_gate, z}, {&lw.ssm_ba, ba}}, x, n_tokens,
-                                      ctx.matmul_scratch(), ctx.pool());
     const int64_t r = n_head_v / hp.ssm_n_head_k;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t group = 0; group < hp.ssm_n_head_k; ++group) {
-        const float* row = ba + t * 2 * n_head_v + group * 2 * r;
-        std::copy_n(row, r, beta + t * n_head_v + group * r);
-        std::copy_n(row + r, r, g + t * n_head_v + group * r);
-      }
-    }
+    const compute::Rows ba{ctx.buffer(kBufferConvOut, n_tokens * 2 * n_head_v), n_tokens * hp.ssm_n_head_k, 2 * r};
+    backend.matmul_shared_input({{&lw.attn_qkv, mixed.data}, {&lw.attn_gate, z.data}, {&lw.ssm_ba, ba.data}}, input);
+    backend.copy(ba.columns(0, r), {beta.data, n_tokens * hp.ssm_n_head_k, r});
+    backend.copy(ba.columns(r, r), {g.data, n_tokens * hp.ssm_n_head_k, r});
   } else {
-    kernels::cpu::matmul_shared_input(
-        {{&lw.attn_qkv, mixed}, {&lw.attn_gate, z}, {&lw.ssm_beta, beta}, {&lw.ssm_alpha, g}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
+    backend.matmul_shared_input(
+        {{&lw.attn_qkv, mixed.data}, {&lw.attn_gate, z.data}, {&lw.ssm_beta, beta.data}, {&lw.ssm_alpha, g.data}},
+        input);
   }
-  const float* dt_bias = lw.ssm_dt.f32();
-  const float* a = lw.ssm_a.f32();
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t h = 0; h < n_head_v; ++h) {
-      beta[t * n_head_v + h] = sigmoid(beta[t * n_head_v + h]);
-      g[t * n_head_v + h] = softplus(g[t * n_head_v + h] + dt_bias[h]) * a[h];
-    }
-  }
+  backend.sigmoid(beta);
+  backend.softplus_bias(g, lw.ssm_dt.f32(), g);
+  backend.mul_groups(g, lw.ssm_a.f32(), 1, g);
 
-  float* conv = ctx.buffer(kBufferConvOut, n_tokens * n_channels);  // [n_tokens, q | k | v channels]
+  const compute::Rows conv{ctx.buffer(kBufferConvOut, n_tokens * n_channels), n_tokens, n_channels};
   for (const RecurrentRun& run : ctx.recurrent_runs()) {
-    run_conv(ctx, rl, run, mixed + run.span.begin * n_channels, n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv,
-             nullptr, conv + run.span.begin * n_channels);
+    run_conv(ctx, rl, run, mixed.row(run.span.begin), n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv, nullptr,
+             conv.row(run.span.begin));
   }
   // SiLU, then split the channels into contiguous q, k and v rows for the delta rule.
-  float* q = ctx.buffer(kBufferQ, n_tokens * qk_width);  // [n_tokens, n_head_k, head_dim]
-  float* k = ctx.buffer(kBufferK, n_tokens * qk_width);  // [n_tokens, n_head_k, head_dim]
-  float* v = ctx.buffer(kBufferV, n_tokens * v_width);   // [n_tokens, n_head_v, head_dim]
-  kernels::cpu::silu(conv, conv, n_tokens * n_channels);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* row = conv + t * n_channels;
-    std::copy_n(row, qk_width, q + t * qk_width);
-    std::copy_n(row + qk_width, qk_width, k + t * qk_width);
-    std::copy_n(row + 2 * qk_width, v_width, v + t * v_width);
-  }
-  kernels::cpu::l2_norm(q, q, n_tokens * hp.ssm_n_head_k, head_dim, hp.rms_eps);
-  kernels::cpu::l2_norm(k, k, n_tokens * hp.ssm_n_head_k, head_dim, hp.rms_eps);
+  const compute::Rows q{ctx.buffer(kBufferQ, n_tokens * qk_width), n_tokens, qk_width};  // [.., n_head_k, head_dim]
+  const compute::Rows k{ctx.buffer(kBufferK, n_tokens * qk_width), n_tokens, qk_width};  // [.., n_head_k, head_dim]
+  const compute::Rows v{ctx.buffer(kBufferV, n_tokens * v_width), n_tokens, v_width};    // [.., n_head_v, head_dim]
+  backend.silu(conv, conv);
+  backend.copy(conv.columns(0, qk_width), q);
+  backend.copy(conv.columns(qk_width, qk_width), k);
+  backend.copy(conv.columns(2 * qk_width, v_width), v);
+  const compute::Rows q_heads{q.data, n_tokens * hp.ssm_n_head_k, head_dim};
+  const compute::Rows k_heads{k.data, n_tokens * hp.ssm_n_head_k, head_dim};
+  backend.l2_norm(q_heads, q_heads, hp.rms_eps);
+  backend.l2_norm(k_heads, k_heads, hp.rms_eps);
 
-  kernels::cpu::GatedDeltaParams params;
+  ops::GatedDeltaParams params;
   params.n_head_k = hp.ssm_n_head_k;
   params.n_head_v = n_head_v;
   params.head_k_dim = head_dim;
   params.head_v_dim = head_dim;
   params.mapping = hp.ssm_key_head_mapping;
   params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  float* o = ctx.buffer(kBufferRecurrentOut, n_tokens * v_width);  // [n_tokens, n_head_v, head_dim]
-  run_delta_rules(ctx, rl, q, k, v, g, beta, o, params);
-  kernels::cpu::gated_rms_norm(o, z, lw.ssm_norm.f32(), o, n_tokens * n_head_v, head_dim, hp.rms_eps,
-                               kernels::cpu::GateActivation::silu);
-  kernels::cpu::matmul(lw.ssm_out, o, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+  const compute::Rows o{ctx.buffer(kBufferRecurrentOut, n_tokens * v_width), n_tokens * n_head_v, head_dim};
+  run_delta_rules(ctx, rl, q.data, k.data, v.data, g.data, beta.data, o.data, params);
+  backend.gated_rms_norm(o, {z.data, n_tokens * n_head_v, head_dim}, lw.ssm_norm.f32(), o, hp.rms_eps,
+                         ops::GateActivation::silu);
+  backend.matmul(lw.ssm_out, compute::ConstRows{o.data, n_tokens, v_width}, {out, n_tokens, hp.n_embd});
 }
 
 }  // namespace rwd::model::blocks

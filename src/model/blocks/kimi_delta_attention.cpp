@@ -1,15 +1,8 @@
 #include "model/blocks/kimi_delta_attention.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/gated_delta.h"
-#include "kernels/cpu/gated_rms_norm.h"
-#include "kernels/cpu/glu.h"
-#include "kernels/cpu/l2_norm.h"
-#include "kernels/cpu/matmul.h"
-#include "model/blocks/activations.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/recurrent_io.h"
 
@@ -62,62 +55,55 @@ void kimi_delta_attention(const Model& model, ForwardContext& ctx, int il, const
   const int64_t width = n_head * head_dim;
   const int64_t n_channels = 3 * width;  // q | k | v
 
-  float* q = ctx.buffer(kBufferQ, n_tokens * width);  // [n_tokens, n_head, head_dim]
-  float* k = ctx.buffer(kBufferK, n_tokens * width);
-  float* v = ctx.buffer(kBufferV, n_tokens * width);
+  compute::Backend& backend = ctx.backend();
+  const compute::Rows q{ctx.buffer(kBufferQ, n_tokens * width), n_tokens, width};  // [n_tokens, n_head, head_dim]
+  const compute::Rows k{ctx.buffer(kBufferK, n_tokens * width), n_tokens, width};
+  const compute::Rows v{ctx.buffer(kBufferV, n_tokens * width), n_tokens, width};
   // Every projection of x at once; the low-rank decay and gate projections finish below.
-  float* decay_rank = ctx.buffer(kBufferHeadParams, n_tokens * head_dim);
-  float* gate_rank = ctx.buffer(kBufferFfnGate, n_tokens * head_dim);
-  float* beta = ctx.buffer(kBufferHeadParams2, n_tokens * n_head);
-  kernels::cpu::matmul_shared_input({{&lw.attn_q, q}, {&lw.attn_k, k}, {&lw.attn_v, v}, {&lw.ssm_f_a, decay_rank},
-                                     {&lw.ssm_g_a, gate_rank}, {&lw.ssm_beta, beta}},
-                                    x, n_tokens, ctx.matmul_scratch(), ctx.pool());
-  float* qkv = ctx.buffer(kBufferConvIn, n_tokens * n_channels);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::copy_n(q + t * width, width, qkv + t * n_channels);
-    std::copy_n(k + t * width, width, qkv + t * n_channels + width);
-    std::copy_n(v + t * width, width, qkv + t * n_channels + 2 * width);
-  }
-  float* conv = ctx.buffer(kBufferConvOut, n_tokens * n_channels);
+  const compute::Rows decay_rank{ctx.buffer(kBufferHeadParams, n_tokens * head_dim), n_tokens, head_dim};
+  const compute::Rows gate_rank{ctx.buffer(kBufferFfnGate, n_tokens * head_dim), n_tokens, head_dim};
+  const compute::Rows beta{ctx.buffer(kBufferHeadParams2, n_tokens * n_head), n_tokens, n_head};
+  backend.matmul_shared_input({{&lw.attn_q, q.data}, {&lw.attn_k, k.data}, {&lw.attn_v, v.data},
+                               {&lw.ssm_f_a, decay_rank.data}, {&lw.ssm_g_a, gate_rank.data}, {&lw.ssm_beta, beta.data}},
+                              compute::ConstRows{x, n_tokens, hp.n_embd});
+  const compute::Rows qkv{ctx.buffer(kBufferConvIn, n_tokens * n_channels), n_tokens, n_channels};
+  backend.copy(q, qkv.columns(0, width));
+  backend.copy(k, qkv.columns(width, width));
+  backend.copy(v, qkv.columns(2 * width, width));
+  const compute::Rows conv{ctx.buffer(kBufferConvOut, n_tokens * n_channels), n_tokens, n_channels};
   for (const RecurrentRun& run : ctx.recurrent_runs()) {
-    run_conv(ctx, rl, run, qkv + run.span.begin * n_channels, n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv, nullptr,
-             conv + run.span.begin * n_channels);
+    run_conv(ctx, rl, run, qkv.row(run.span.begin), n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv, nullptr,
+             conv.row(run.span.begin));
   }
-  kernels::cpu::silu(conv, conv, n_tokens * n_channels);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* row = conv + t * n_channels;
-    std::copy_n(row, width, q + t * width);
-    std::copy_n(row + width, width, k + t * width);
-    std::copy_n(row + 2 * width, width, v + t * width);
-  }
-  kernels::cpu::l2_norm(q, q, n_tokens * n_head, head_dim, hp.rms_eps);
-  kernels::cpu::l2_norm(k, k, n_tokens * n_head, head_dim, hp.rms_eps);
-
+  backend.silu(conv, conv);
+  backend.copy(conv.columns(0, width), q);
+  backend.copy(conv.columns(width, width), k);
+  backend.copy(conv.columns(2 * width, width), v);
+  const compute::Rows q_heads{q.data, n_tokens * n_head, head_dim};
+  const compute::Rows k_heads{k.data, n_tokens * n_head, head_dim};
+  backend.l2_norm(q_heads, q_heads, hp.rms_eps);
+  backend.l2_norm(k_heads, k_heads, hp.rms_eps);
   // Per-channel decay logits through the low-rank f_a, f_b.
-  float* g = ctx.buffer(kBufferMixed, n_tokens * width);  // [n_tokens, n_head, head_dim]
-  kernels::cpu::matmul(lw.ssm_f_b, decay_rank, n_tokens, g, ctx.matmul_scratch(), ctx.pool());
-  const float* dt_bias = lw.ssm_dt.f32();
-  const float* a = lw.ssm_a.f32();
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t c = 0; c < width; ++c) g[t * width + c] = softplus(g[t * width + c] + dt_bias[c]) * a[c / head_dim];
-  }
-  for (int64_t i = 0; i < n_tokens * n_head; ++i) beta[i] = sigmoid(beta[i]);
+  const compute::Rows g{ctx.buffer(kBufferMixed, n_tokens * width), n_tokens, width};  // [n_tokens, n_head, head_dim]
+  backend.matmul(lw.ssm_f_b, decay_rank, g);
+  backend.softplus_bias(g, lw.ssm_dt.f32(), g);
+  backend.mul_groups(g, lw.ssm_a.f32(), head_dim, g);
+  backend.sigmoid(beta);
 
-  kernels::cpu::GatedDeltaParams params;
+  ops::GatedDeltaParams params;
   params.n_head_k = n_head;
   params.n_head_v = n_head;
   params.head_k_dim = head_dim;
   params.head_v_dim = head_dim;
   params.per_channel_decay = true;
   params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  float* o = ctx.buffer(kBufferRecurrentOut, n_tokens * width);
-  run_delta_rules(ctx, rl, q, k, v, g, beta, o, params);
-
-  float* gate = ctx.buffer(kBufferGate, n_tokens * width);
-  kernels::cpu::matmul(lw.ssm_g_b, gate_rank, n_tokens, gate, ctx.matmul_scratch(), ctx.pool());
-  kernels::cpu::gated_rms_norm(o, gate, lw.ssm_norm.f32(), o, n_tokens * n_head, head_dim, hp.rms_eps,
-                               kernels::cpu::GateActivation::sigmoid);
-  kernels::cpu::matmul(lw.attn_output, o, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+  const compute::Rows o{ctx.buffer(kBufferRecurrentOut, n_tokens * width), n_tokens * n_head, head_dim};
+  run_delta_rules(ctx, rl, q.data, k.data, v.data, g.data, beta.data, o.data, params);
+  const compute::Rows gate{ctx.buffer(kBufferGate, n_tokens * width), n_tokens, width};
+  backend.matmul(lw.ssm_g_b, gate_rank, gate);
+  backend.gated_rms_norm(o, {gate.data, n_tokens * n_head, head_dim}, lw.ssm_norm.f32(), o, hp.rms_eps,
+                         ops::GateActivation::sigmoid);
+  backend.matmul(lw.attn_output, compute::ConstRows{o.data, n_tokens, width}, {out, n_tokens, hp.n_embd});
 }
 
 }  // namespace rwd::model::blocks

@@ -1,15 +1,7 @@
 #include "model/blocks/mamba2.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/gated_delta.h"
-#include "kernels/cpu/glu.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/rms_norm.h"
-#include "model/blocks/activations.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/recurrent_io.h"
 #include "model/dense_transformer.h"
@@ -46,9 +38,9 @@ Status load_mamba2_hparams(const gguf::GgufFile& file, HParams& hp) {
   hp.ssm_head_dim = d_inner / hp.ssm_n_head_v;
   for (const auto& [which, value] : {std::pair{ArchKey::ssm_state_size, hp.ssm_d_state},
                                      std::pair{ArchKey::ssm_inner_size, hp.ssm_head_dim}}) {
-    if (value > kernels::cpu::kGatedDeltaMaxHeadDim) {
+    if (value > ops::kGatedDeltaMaxHeadDim) {
       return Status::errorf("{} gives a state dimension of {}; rewind supports at most {}", key(which), value,
-                            kernels::cpu::kGatedDeltaMaxHeadDim);
+                            ops::kGatedDeltaMaxHeadDim);
     }
   }
   return Status::ok();
@@ -94,67 +86,52 @@ void mamba2(const Model& model, ForwardContext& ctx, int il, const float* x, flo
   const int64_t n_channels = d_inner + 2 * bc_width;    // x | B | C
   const int64_t n_proj = d_inner + n_channels + n_head;  // z | x | B | C | dt
 
-  float* proj = ctx.buffer(kBufferConvIn, n_tokens * n_proj);
-  kernels::cpu::matmul(lw.ssm_in, x, n_tokens, proj, ctx.matmul_scratch(), ctx.pool());
+  compute::Backend& backend = ctx.backend();
+  const compute::Rows proj{ctx.buffer(kBufferConvIn, n_tokens * n_proj), n_tokens, n_proj};
+  backend.matmul(lw.ssm_in, compute::ConstRows{x, n_tokens, hp.n_embd}, proj);
   // The conv reads its input as contiguous rows, so the x | B | C columns are gathered first.
-  float* xbc = ctx.buffer(kBufferMixed, n_tokens * n_channels);
-  for (int64_t t = 0; t < n_tokens; ++t) std::copy_n(proj + t * n_proj + d_inner, n_channels, xbc + t * n_channels);
-  float* conv = ctx.buffer(kBufferConvOut, n_tokens * n_channels);
+  const compute::Rows xbc{ctx.buffer(kBufferMixed, n_tokens * n_channels), n_tokens, n_channels};
+  backend.copy(proj.columns(d_inner, n_channels), xbc);
+  const compute::Rows conv{ctx.buffer(kBufferConvOut, n_tokens * n_channels), n_tokens, n_channels};
   const float* conv_bias = lw.ssm_conv1d_bias.valid() ? lw.ssm_conv1d_bias.f32() : nullptr;
   for (const RecurrentRun& run : ctx.recurrent_runs()) {
-    run_conv(ctx, rl, run, xbc + run.span.begin * n_channels, n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv,
-             conv_bias, conv + run.span.begin * n_channels);
+    run_conv(ctx, rl, run, xbc.row(run.span.begin), n_channels, lw.ssm_conv1d.f32(), hp.ssm_d_conv, conv_bias,
+             conv.row(run.span.begin));
   }
-
   // The scan as a delta rule: k = B, q = C, v = x, beta = dt, g = dt * A.
-  float* v = ctx.buffer(kBufferV, n_tokens * d_inner);     // [n_tokens, n_head, head_dim]
-  float* k = ctx.buffer(kBufferK, n_tokens * bc_width);    // [n_tokens, n_group, d_state]
-  float* q = ctx.buffer(kBufferQ, n_tokens * bc_width);    // [n_tokens, n_group, d_state]
-  float* dt = ctx.buffer(kBufferHeadParams, n_tokens * n_head);
-  float* g = ctx.buffer(kBufferHeadParams2, n_tokens * n_head);
-  const float* dt_bias = lw.ssm_dt.f32();
-  const float* a = lw.ssm_a.f32();
-  kernels::cpu::silu(conv, conv, n_tokens * n_channels);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* row = conv + t * n_channels;
-    std::copy_n(row, d_inner, v + t * d_inner);
-    std::copy_n(row + d_inner, bc_width, k + t * bc_width);
-    std::copy_n(row + d_inner + bc_width, bc_width, q + t * bc_width);
-    const float* dt_raw = proj + t * n_proj + d_inner + n_channels;
-    for (int64_t h = 0; h < n_head; ++h) {
-      dt[t * n_head + h] = softplus(dt_raw[h] + dt_bias[h]);
-      g[t * n_head + h] = dt[t * n_head + h] * a[h];
-    }
-  }
-  kernels::cpu::GatedDeltaParams params;
+  const compute::Rows v{ctx.buffer(kBufferV, n_tokens * d_inner), n_tokens, d_inner};     // [.., n_head, head_dim]
+  const compute::Rows k{ctx.buffer(kBufferK, n_tokens * bc_width), n_tokens, bc_width};   // [.., n_group, d_state]
+  const compute::Rows q{ctx.buffer(kBufferQ, n_tokens * bc_width), n_tokens, bc_width};   // [.., n_group, d_state]
+  const compute::Rows dt{ctx.buffer(kBufferHeadParams, n_tokens * n_head), n_tokens, n_head};
+  const compute::Rows g{ctx.buffer(kBufferHeadParams2, n_tokens * n_head), n_tokens, n_head};
+  backend.silu(conv, conv);
+  backend.copy(conv.columns(0, d_inner), v);
+  backend.copy(conv.columns(d_inner, bc_width), k);
+  backend.copy(conv.columns(d_inner + bc_width, bc_width), q);
+  backend.softplus_bias(proj.columns(d_inner + n_channels, n_head), lw.ssm_dt.f32(), dt);
+  backend.mul_groups(dt, lw.ssm_a.f32(), 1, g);
+
+  ops::GatedDeltaParams params;
   params.n_head_k = n_group;
   params.n_head_v = n_head;
   params.head_k_dim = d_state;
   params.head_v_dim = head_dim;
-  params.mapping = kernels::cpu::KeyHeadMapping::divide;
+  params.mapping = ops::KeyHeadMapping::divide;
   params.scale = 1.0f;
   params.subtract_prediction = false;
-  float* y = ctx.buffer(kBufferRecurrentOut, n_tokens * d_inner);  // [n_tokens, n_head, head_dim]
-  run_delta_rules(ctx, rl, q, k, v, g, dt, y, params);
-
+  const compute::Rows y{ctx.buffer(kBufferRecurrentOut, n_tokens * d_inner), n_tokens, d_inner};  // [.., n_head, head_dim]
+  run_delta_rules(ctx, rl, q.data, k.data, v.data, g.data, dt.data, y.data, params);
   // y + D x, gated by SiLU(z), then normed per group.
-  const float* d = lw.ssm_d.f32();
-  const int64_t group_width = d_inner / n_group;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* y_t = y + t * d_inner;
-    const float* x_t = v + t * d_inner;
-    for (int64_t h = 0; h < n_head; ++h) {
-      for (int64_t p = 0; p < head_dim; ++p) y_t[h * head_dim + p] += x_t[h * head_dim + p] * d[h];
-    }
-    kernels::cpu::swiglu(proj + t * n_proj, y_t, y_t, d_inner);
-    if (lw.ssm_norm.valid()) {
-      for (int64_t group = 0; group < n_group; ++group) {
-        float* chunk = y_t + group * group_width;
-        kernels::cpu::rms_norm(chunk, lw.ssm_norm.f32() + group * group_width, chunk, 1, group_width, hp.rms_eps);
-      }
+  backend.add_mul_groups(y, v, lw.ssm_d.f32(), head_dim);
+  backend.swiglu(proj.columns(0, d_inner), y, y);
+  if (lw.ssm_norm.valid()) {
+    const int64_t group_width = d_inner / n_group;
+    for (int64_t group = 0; group < n_group; ++group) {
+      const compute::Rows chunk = y.columns(group * group_width, group_width);
+      backend.rms_norm(chunk, lw.ssm_norm.f32() + group * group_width, chunk, hp.rms_eps);
     }
   }
-  kernels::cpu::matmul(lw.ssm_out, y, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+  backend.matmul(lw.ssm_out, y, {out, n_tokens, hp.n_embd});
 }
 
 }  // namespace rwd::model::blocks

@@ -2,7 +2,7 @@
 // conv (with optional bias) and SiLU over the x, B, C channels with the slot's window; per head h,
 // dt = softplus(dt + dt_bias), and the selective scan S = exp(dt A) S + B (dt x)ᵀ, y = Sᵀ C + D x, where head h
 // reads B/C group h / (H / G); then y * SiLU(z), RMSNorm over each group's D / G channels, out-projection.
-// The scan is the gated delta rule without the correction (kernels/cpu/gated_delta.h), so the slot's state,
+// The scan is the gated delta rule without the correction (ops/gated_delta.h), so the slot's state,
 // its records (conv column, B, dt x, decay) and every rollback policy are those of the delta-rule layers.
 #pragma once
 

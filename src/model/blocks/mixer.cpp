@@ -24,10 +24,11 @@ void mixer(const Model& model, ForwardContext& ctx, int il, const float* x, floa
     case LayerKind::mla: mla(model, ctx, il, x, out); return;
     case LayerKind::ffn: feed_forward(model, ctx, il, x, out); return;
     case LayerKind::attention_mamba2: {
-      float* ssm_out = ctx.buffer(kBufferFfnOut, ctx.n_tokens() * model.hparams().n_embd);
+      const int64_t n_embd = model.hparams().n_embd;
+      float* ssm_out = ctx.buffer(kBufferFfnOut, ctx.n_tokens() * n_embd);
       attention(model, ctx, il, x, out);
       mamba2(model, ctx, il, x, ssm_out);
-      add_residual(out, ssm_out, ctx.n_tokens() * model.hparams().n_embd);
+      ctx.backend().add({out, ctx.n_tokens(), n_embd}, compute::ConstRows{ssm_out, ctx.n_tokens(), n_embd});
       return;
     }
   }

@@ -6,9 +6,6 @@
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/rms_norm.h"
 #include "model/blocks/buffers.h"
 #include "model/dense_transformer.h"
 
@@ -77,65 +74,57 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   const int64_t row_width = kv_lora + rope;  // one cache row, and one query head in the latent space
   const int64_t v_width = hp.mla_value_length;
 
-  float* q = ctx.buffer(kBufferQ, n_tokens * n_head * hp.mla_key_length);  // [n_tokens, n_head, nope | rope]
-  float* latent = ctx.buffer(kBufferK, n_tokens * row_width);  // [n_tokens, kv_lora | k_pe]
-  kernels::cpu::matmul_shared_input({{&lw.attn_q, q}, {&lw.attn_kv_a_mqa, latent}}, x, n_tokens, ctx.matmul_scratch(), ctx.pool());
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    kernels::cpu::rms_norm(latent + t * row_width, lw.attn_kv_a_norm.f32(), latent + t * row_width, 1, kv_lora,
-                           hp.rms_eps);
-  }
+  const int64_t q_width = n_head * hp.mla_key_length;
+  compute::Backend& backend = ctx.backend();
+  const compute::Rows q{ctx.buffer(kBufferQ, n_tokens * q_width), n_tokens, q_width};  // [.., n_head, nope | rope]
+  const compute::Rows latent{ctx.buffer(kBufferK, n_tokens * row_width), n_tokens, row_width};  // kv_lora | k_pe
+  backend.matmul_shared_input({{&lw.attn_q, q.data}, {&lw.attn_kv_a_mqa, latent.data}},
+                              compute::ConstRows{x, n_tokens, hp.n_embd});
+  backend.rms_norm(latent.columns(0, kv_lora), lw.attn_kv_a_norm.f32(), latent.columns(0, kv_lora), hp.rms_eps);
 
   // Queries in the latent space: per head, [attn_k_b q_nope | q_pe].
-  float* q_latent = ctx.buffer(kBufferMixed, n_tokens * n_head * row_width);
+  const compute::Rows q_latent{ctx.buffer(kBufferMixed, n_tokens * n_head * row_width), n_tokens, n_head * row_width};
   float* gathered = ctx.buffer(kBufferConvIn, n_tokens * std::max(nope, kv_lora));
   float* projected = ctx.buffer(kBufferConvOut, n_tokens * std::max(kv_lora, v_width));
   for (int64_t h = 0; h < n_head; ++h) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      std::copy_n(q + (t * n_head + h) * hp.mla_key_length, nope, gathered + t * nope);
-    }
-    kernels::cpu::matmul(lw.attn_k_b_heads[h], gathered, n_tokens, projected, ctx.matmul_scratch(),
-                         ctx.pool());
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      float* head = q_latent + (t * n_head + h) * row_width;
-      std::copy_n(projected + t * kv_lora, kv_lora, head);
-      std::copy_n(q + (t * n_head + h) * hp.mla_key_length + nope, rope, head + kv_lora);
-    }
+    const compute::Rows q_nope{gathered, n_tokens, nope};
+    const compute::Rows q_projected{projected, n_tokens, kv_lora};
+    backend.copy(q.columns(h * hp.mla_key_length, nope), q_nope);
+    backend.matmul(lw.attn_k_b_heads[h], q_nope, q_projected);
+    backend.copy(q_projected, q_latent.columns(h * row_width, kv_lora));
+    backend.copy(q.columns(h * hp.mla_key_length + nope, rope), q_latent.columns(h * row_width + kv_lora, rope));
   }
 
-  kernels::cpu::AttentionParams params;
+  ops::AttentionParams params;
   params.n_head = n_head;
   params.n_head_kv = 1;
   params.head_dim = row_width;
   params.scale = 1.0f / std::sqrt(static_cast<float>(hp.mla_key_length));
   // Attending with the rows as values too: each head's first kv_lora outputs are the attended latent.
-  float* attended = ctx.buffer(kBufferAttnOut, n_tokens * n_head * row_width);
+  const compute::Rows attended{ctx.buffer(kBufferAttnOut, n_tokens * n_head * row_width), n_tokens, n_head * row_width};
   state::KvCache& kv = ctx.kv();
-  std::vector<kernels::cpu::AttentionCall>& calls = ctx.attention_calls();
+  std::vector<ops::AttentionCall>& calls = ctx.attention_calls();
   calls.clear();
   for (size_t si = 0; si < ctx.slot_spans().size(); ++si) {
     const SlotSpan& span = ctx.slot_spans()[si];
     for (int64_t t = span.begin; t < span.end; ++t) {
-      kv.write_k(kv_layer, span.slot, ctx.kv_row(t), latent + t * row_width);
+      kv.write_k(kv_layer, span.slot, ctx.kv_row(t), latent.row(t));
     }
-    const kernels::cpu::KvRows rows = kv.k_rows(kv_layer, span.slot);
-    calls.push_back({q_latent + span.begin * n_head * row_width, batch.positions.data() + span.begin,
-                     span.end - span.begin, rows, rows, ctx.kv_row(span.end - 1) + 1,
-                     attended + span.begin * n_head * row_width, ctx.key_paths(static_cast<int64_t>(si))});
+    const ops::KvRows rows = kv.k_rows(kv_layer, span.slot);
+    calls.push_back({q_latent.row(span.begin), batch.positions.data() + span.begin, span.end - span.begin, rows, rows,
+                     ctx.kv_row(span.end - 1) + 1, attended.row(span.begin), ctx.key_paths(static_cast<int64_t>(si))});
   }
-  kernels::cpu::attention_sequences(calls, params, &ctx.pool());
+  backend.attention_sequences(calls, params);
 
-  float* values = ctx.buffer(kBufferRecurrentOut, n_tokens * n_head * v_width);  // [n_tokens, n_head, v_width]
+  const compute::Rows values{ctx.buffer(kBufferRecurrentOut, n_tokens * n_head * v_width), n_tokens, n_head * v_width};
   for (int64_t h = 0; h < n_head; ++h) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      std::copy_n(attended + (t * n_head + h) * row_width, kv_lora, gathered + t * kv_lora);
-    }
-    kernels::cpu::matmul(lw.attn_v_b_heads[h], gathered, n_tokens, projected, ctx.matmul_scratch(),
-                         ctx.pool());
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      std::copy_n(projected + t * v_width, v_width, values + (t * n_head + h) * v_width);
-    }
+    const compute::Rows latent_values{gathered, n_tokens, kv_lora};
+    const compute::Rows projected_values{projected, n_tokens, v_width};
+    backend.copy(attended.columns(h * row_width, kv_lora), latent_values);
+    backend.matmul(lw.attn_v_b_heads[h], latent_values, projected_values);
+    backend.copy(projected_values, values.columns(h * v_width, v_width));
   }
-  kernels::cpu::matmul(lw.attn_output, values, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+  backend.matmul(lw.attn_output, values, {out, n_tokens, hp.n_embd});
 }
 
 }  // namespace rwd::model::blocks

@@ -6,8 +6,6 @@
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
-#include "kernels/cpu/glu.h"
-#include "kernels/cpu/matmul.h"
 #include "model/blocks/buffers.h"
 #include "model/blocks/ffn.h"
 
@@ -77,8 +75,10 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   const RouterParams router_params{hp.expert_gating, lw.ffn_exp_probs_b.valid() ? lw.ffn_exp_probs_b.f32() : nullptr,
                                    hp.expert_weights_norm, hp.expert_weights_scale};
 
+  compute::Backend& backend = ctx.backend();
+  const compute::ConstRows input{x, n_tokens, n_embd};
   float* router = ctx.buffer(kBufferHeadParams, n_tokens * hp.n_expert);  // [n_tokens, n_expert]
-  kernels::cpu::matmul(lw.ffn_gate_inp, x, n_tokens, router, ctx.matmul_scratch(), ctx.pool());
+  backend.matmul(lw.ffn_gate_inp, input, {router, n_tokens, hp.n_expert});
   RoutingScratch& scratch = ctx.routing_scratch();
   std::vector<int32_t>& experts = scratch.experts;
   std::vector<float>& weights = scratch.weights;
@@ -104,17 +104,18 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
     if (slots.empty()) continue;
     const int64_t n_rows = static_cast<int64_t>(slots.size());
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x + (slots[r] / n_used) * n_embd, n_embd, gathered + r * n_embd);
+    const compute::Rows expert_in{gathered, n_rows, n_embd};
+    const compute::Rows expert_gate_rows{gate, n_rows, hp.n_ff_exp};
     const tensor::Tensor& expert_up = lw.ffn_up_experts[e];
     if (gated) {
       const tensor::Tensor& expert_gate = lw.ffn_gate_experts[e];
-      kernels::cpu::matmul_shared_input({{&expert_gate, gate}, {&expert_up, up}}, gathered, n_rows, ctx.matmul_scratch(),
-                                        ctx.pool());
-      kernels::cpu::swiglu(gate, up, gate, n_rows * hp.n_ff_exp);
+      backend.matmul_shared_input({{&expert_gate, gate}, {&expert_up, up}}, expert_in);
+      backend.swiglu(expert_gate_rows, compute::ConstRows{up, n_rows, hp.n_ff_exp}, expert_gate_rows);
     } else {
-      kernels::cpu::matmul(expert_up, gathered, n_rows, gate, ctx.matmul_scratch(), ctx.pool());
-      relu_sqr(gate, n_rows * hp.n_ff_exp);
+      backend.matmul(expert_up, expert_in, expert_gate_rows);
+      backend.relu_sqr(expert_gate_rows);
     }
-    kernels::cpu::matmul(lw.ffn_down_experts[e], gate, n_rows, expert_out, ctx.matmul_scratch(), ctx.pool());
+    backend.matmul(lw.ffn_down_experts[e], expert_gate_rows, {expert_out, n_rows, n_embd});
     for (int64_t r = 0; r < n_rows; ++r) std::copy_n(expert_out + r * n_embd, n_embd, routed + slots[r] * n_embd);
   }
 
@@ -123,17 +124,16 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   const bool has_shared = lw.ffn_up_shexp.valid();
   if (has_shared) {
     float* shared_gate_up = ctx.buffer(kBufferGate, 2 * n_tokens * hp.n_ff_shexp);
-    float* shared_gate = shared_gate_up;
-    float* shared_up = shared_gate_up + n_tokens * hp.n_ff_shexp;
+    const compute::Rows shared_gate{shared_gate_up, n_tokens, hp.n_ff_shexp};
+    const compute::Rows shared_up{shared_gate_up + n_tokens * hp.n_ff_shexp, n_tokens, hp.n_ff_shexp};
     if (gated) {
-      kernels::cpu::matmul_shared_input({{&lw.ffn_gate_shexp, shared_gate}, {&lw.ffn_up_shexp, shared_up}}, x, n_tokens,
-                                        ctx.matmul_scratch(), ctx.pool());
-      kernels::cpu::swiglu(shared_gate, shared_up, shared_gate, n_tokens * hp.n_ff_shexp);
+      backend.matmul_shared_input({{&lw.ffn_gate_shexp, shared_gate.data}, {&lw.ffn_up_shexp, shared_up.data}}, input);
+      backend.swiglu(shared_gate, shared_up, shared_gate);
     } else {
-      kernels::cpu::matmul(lw.ffn_up_shexp, x, n_tokens, shared_gate, ctx.matmul_scratch(), ctx.pool());
-      relu_sqr(shared_gate, n_tokens * hp.n_ff_shexp);
+      backend.matmul(lw.ffn_up_shexp, input, shared_gate);
+      backend.relu_sqr(shared_gate);
     }
-    kernels::cpu::matmul(lw.ffn_down_shexp, shared_gate, n_tokens, out, ctx.matmul_scratch(), ctx.pool());
+    backend.matmul(lw.ffn_down_shexp, shared_gate, {out, n_tokens, n_embd});
   }
   const float* gate_inp_shexp = has_shared && lw.ffn_gate_inp_shexp.valid() ? lw.ffn_gate_inp_shexp.f32() : nullptr;
   std::vector<float>& mix = scratch.mix;

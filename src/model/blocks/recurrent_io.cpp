@@ -1,9 +1,6 @@
 #include "model/blocks/recurrent_io.h"
 
-#include <algorithm>
-
 #include "base/check.h"
-#include "kernels/cpu/conv1d.h"
 #include "model/blocks/buffers.h"
 
 namespace rwd::model::blocks {
@@ -22,46 +19,55 @@ float* snapshot_source(state::ModelState& state, const RecurrentRun& run, int64_
 // The log index of a run's first record.
 int64_t first_log_record(const state::SpanState& io) { return io.n_ahead; }
 
+// n floats of state (windows, recurrent states, records) copied on the backend that holds them.
+void copy_floats(compute::Backend& backend, const float* src, int64_t n, float* dst) {
+  backend.copy(compute::ConstRows{src, 1, n}, {dst, 1, n});
+}
+
 }  // namespace
 
 void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float* x, int64_t n_channels,
               const float* weight, int64_t d_conv, const float* bias, float* out) {
   state::ModelState& state = ctx.state();
+  compute::Backend& backend = ctx.backend();
   const int slot = run.span.slot;
   const int64_t n = run.span.end - run.span.begin;
+  const compute::ConstRows x_rows{x, n, n_channels};
+  const compute::Rows out_rows{out, n, n_channels};
   const state::SpanState& io = run.state;
   const int64_t window_floats = (d_conv - 1) * n_channels;
   REWIND_CHECK(run.parents == nullptr || io.mode == Mode::replay || io.mode == Mode::snapshot,
                "slot {}: a token tree under a mode that runs chains only", slot);
   float* window = state.recurrent().conv_window(rl, slot);
   if (io.backup_first) {
-    std::copy_n(window, window_floats, state.backup(slot) + state.recurrent().conv_offset(rl));
+    copy_floats(backend, window, window_floats, state.backup(slot) + state.recurrent().conv_offset(rl));
     state.count_written(slot, static_cast<size_t>(window_floats) * sizeof(float), true);
   }
   if (io.n_fold > 0) {
-    kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in, io.n_fold, n_channels, d_conv, window);
+    backend.advance_conv_window({state.records(rl, slot).conv_in, io.n_fold, n_channels}, d_conv, window);
   }
   switch (io.mode) {
     case Mode::in_place:
-      kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, window, out);
+      backend.causal_conv1d(x_rows, weight, d_conv, bias, window, out_rows);
       break;
     case Mode::replay: {
       float* scratch = state.conv_scratch();
-      std::copy_n(window, window_floats, scratch);
-      kernels::cpu::advance_conv_window(state.records(rl, slot).conv_in, io.n_ahead,
-                                        n_channels, d_conv, scratch);
+      copy_floats(backend, window, window_floats, scratch);
+      if (io.n_ahead > 0) {
+        backend.advance_conv_window({state.records(rl, slot).conv_in, io.n_ahead, n_channels}, d_conv, scratch);
+      }
       if (run.parents != nullptr) {
-        kernels::cpu::causal_conv1d_tree(x, n, run.parents, n_channels, weight, d_conv, bias, scratch,
-                                         ctx.buffer(kBufferTreeWindow, window_floats), out);
+        backend.causal_conv1d_tree(x_rows, run.parents, weight, d_conv, bias, scratch,
+                                   ctx.buffer(kBufferTreeWindow, window_floats), out_rows);
       } else {
-        kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, scratch, out);
+        backend.causal_conv1d(x_rows, weight, d_conv, bias, scratch, out_rows);
       }
       break;
     }
     case Mode::working_copy: {
       float* copy = state.working_copy(slot) + state.recurrent().conv_offset(rl);
-      if (io.copy_first) std::copy_n(window, window_floats, copy);
-      kernels::cpu::causal_conv1d(x, n, n_channels, weight, d_conv, bias, copy, out);
+      if (io.copy_first) copy_floats(backend, window, window_floats, copy);
+      backend.causal_conv1d(x_rows, weight, d_conv, bias, copy, out_rows);
       break;
     }
     case Mode::snapshot: {
@@ -69,9 +75,8 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
       for (int64_t t = 0; t < n; ++t) {
         const int64_t i = io.txn_index + t;
         float* target = state.snapshot(slot, i) + offset;
-        std::copy_n(snapshot_source(state, run, t) + offset, window_floats, target);
-        kernels::cpu::causal_conv1d(x + t * n_channels, 1, n_channels, weight, d_conv, bias, target,
-                                    out + t * n_channels);
+        copy_floats(backend, snapshot_source(state, run, t) + offset, window_floats, target);
+        backend.causal_conv1d(x_rows.rows(t, 1), weight, d_conv, bias, target, out_rows.rows(t, 1));
       }
       state.count_written(slot, static_cast<size_t>(n * window_floats) * sizeof(float), true);
       break;
@@ -81,7 +86,7 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
     case Records::none:
       return;
     case Records::log:
-      std::copy_n(x, n * n_channels, state.records(rl, slot).conv_in + first_log_record(io) * n_channels);
+      backend.copy(x_rows, {state.records(rl, slot).conv_in + first_log_record(io) * n_channels, n, n_channels});
       state.count_written(slot, static_cast<size_t>(n * n_channels) * sizeof(float), false);
       return;
     case Records::ring:
@@ -93,14 +98,14 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
 namespace {
 
 // A run's kernel call with its rows of the layer's delta-rule inputs and outputs (no state yet).
-kernels::cpu::GatedDeltaCall run_rows(const RecurrentRun& run, const float* q, const float* k, const float* v,
+ops::GatedDeltaCall run_rows(const RecurrentRun& run, const float* q, const float* k, const float* v,
                                       const float* g, const float* beta, float* out,
-                                      const kernels::cpu::GatedDeltaParams& p) {
+                                      const ops::GatedDeltaParams& p) {
   const int64_t b = run.span.begin;
   const int64_t k_row = p.n_head_k * p.head_k_dim;
   const int64_t v_row = p.n_head_v * p.head_v_dim;
   const int64_t g_row = p.n_head_v * (p.per_channel_decay ? p.head_k_dim : 1);
-  kernels::cpu::GatedDeltaCall rows;
+  ops::GatedDeltaCall rows;
   rows.q = q + b * k_row;
   rows.k = k + b * k_row;
   rows.v = v + b * v_row;
@@ -135,8 +140,8 @@ float* delta_u_out(ForwardContext& ctx, int rl, const RecurrentRun& run) {
 }
 
 // The kernel call of an in-place or replay run: its rows, its slot's checkpoint and the log's records.
-kernels::cpu::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const RecurrentRun& run,
-                                        kernels::cpu::GatedDeltaCall call) {
+ops::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const RecurrentRun& run,
+                                        ops::GatedDeltaCall call) {
   state::ModelState& state = ctx.state();
   const state::SpanState& io = run.state;
   call.state = state.recurrent().ssm_state(rl, run.span.slot);
@@ -157,22 +162,22 @@ kernels::cpu::GatedDeltaCall delta_call(ForwardContext& ctx, int rl, const Recur
 
 // A working-copy, snapshot or checkpoint-backup run, one kernel call (a snapshot: one per token) of its own.
 void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run,
-                          const kernels::cpu::GatedDeltaCall& rows, const kernels::cpu::GatedDeltaParams& params) {
+                          const ops::GatedDeltaCall& rows, const ops::GatedDeltaParams& params) {
   state::ModelState& state = ctx.state();
   const int slot = run.span.slot;
   const state::SpanState& io = run.state;
   const state::RecurrentSpec& spec = state.recurrent().spec(rl);
   float* checkpoint = state.recurrent().ssm_state(rl, slot);
   if (io.backup_first) {
-    std::copy_n(checkpoint, spec.ssm_floats(), state.backup(slot) + state.recurrent().ssm_offset(rl));
+    copy_floats(ctx.backend(), checkpoint, spec.ssm_floats(), state.backup(slot) + state.recurrent().ssm_offset(rl));
     state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), true);
   }
   float* u_out = delta_u_out(ctx, rl, run);
   switch (io.mode) {
     case Mode::in_place:
     case Mode::replay: {
-      const kernels::cpu::GatedDeltaCall call = delta_call(ctx, rl, run, rows);
-      kernels::cpu::gated_delta_rules({&call, 1}, params, &ctx.pool());
+      const ops::GatedDeltaCall call = delta_call(ctx, rl, run, rows);
+      ctx.backend().gated_delta_rules({&call, 1}, params);
       break;
     }
     case Mode::working_copy: {
@@ -181,17 +186,16 @@ void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run,
       if (io.copy_first) {
         if (io.n_fold > 0) {
           const state::LayerRecords log = state.records(rl, slot);
-          kernels::cpu::GatedDeltaStateIo fold_only;
-          fold_only.fold = {log.k, log.u, log.decay, io.n_fold};
-          kernels::cpu::gated_delta_rule_io(nullptr, nullptr, nullptr, nullptr, nullptr, 0, checkpoint, fold_only,
-                                            nullptr, nullptr, params, &ctx.pool());
+          ctx.backend().fold_delta_records(checkpoint, {log.k, log.u, log.decay, io.n_fold}, params);
           state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
         }
-        std::copy_n(checkpoint, spec.ssm_floats(), copy);
+        copy_floats(ctx.backend(), checkpoint, spec.ssm_floats(), copy);
         state.count_written(slot, static_cast<size_t>(spec.ssm_floats()) * sizeof(float), false);
       }
-      kernels::cpu::gated_delta_rule_io(rows.q, rows.k, rows.v, rows.g, rows.beta, rows.n_tokens, copy, {}, rows.out,
-                                        u_out, params, &ctx.pool());
+      ops::GatedDeltaCall call = rows;
+      call.state = copy;
+      call.u_out = u_out;
+      ctx.backend().gated_delta_rules({&call, 1}, params);
       break;
     }
     case Mode::snapshot: {
@@ -201,11 +205,18 @@ void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run,
       const int64_t g_floats = params.n_head_v * (params.per_channel_decay ? params.head_k_dim : 1);
       for (int64_t t = 0; t < rows.n_tokens; ++t) {
         float* target = state.snapshot(slot, io.txn_index + t) + offset;
-        std::copy_n(snapshot_source(state, run, t) + offset, spec.ssm_floats(), target);
-        kernels::cpu::gated_delta_rule(rows.q + t * k_floats, rows.k + t * k_floats, rows.v + t * v_floats,
-                                       rows.g + t * g_floats, rows.beta + t * params.n_head_v, 1, target,
-                                       rows.out + t * v_floats, u_out != nullptr ? u_out + t * v_floats : nullptr,
-                                       params, &ctx.pool());
+        copy_floats(ctx.backend(), snapshot_source(state, run, t) + offset, spec.ssm_floats(), target);
+        ops::GatedDeltaCall call;
+        call.q = rows.q + t * k_floats;
+        call.k = rows.k + t * k_floats;
+        call.v = rows.v + t * v_floats;
+        call.g = rows.g + t * g_floats;
+        call.beta = rows.beta + t * params.n_head_v;
+        call.n_tokens = 1;
+        call.state = target;
+        call.out = rows.out + t * v_floats;
+        call.u_out = u_out != nullptr ? u_out + t * v_floats : nullptr;
+        ctx.backend().gated_delta_rules({&call, 1}, params);
       }
       state.count_written(slot, static_cast<size_t>(rows.n_tokens * spec.ssm_floats()) * sizeof(float), true);
       break;
@@ -215,7 +226,7 @@ void run_delta_rule_alone(ForwardContext& ctx, int rl, const RecurrentRun& run,
 
 // What a run leaves after its kernel call: the fold's write, and its records (the log's k and decay beside the
 // corrections the kernel wrote; the ring's whole records).
-void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const kernels::cpu::GatedDeltaCall& rows) {
+void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, const ops::GatedDeltaCall& rows) {
   state::ModelState& state = ctx.state();
   const int slot = run.span.slot;
   const state::SpanState& io = run.state;
@@ -231,8 +242,8 @@ void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, con
     case Records::log: {
       const state::LayerRecords log = state.records(rl, slot);
       const int64_t at = first_log_record(io);
-      std::copy_n(rows.k, n * spec.record_k_floats(), log.k + at * spec.record_k_floats());
-      kernels::cpu::gated_delta_decay(rows.g, log.decay + at * decay_floats, n * decay_floats);
+      copy_floats(ctx.backend(), rows.k, n * spec.record_k_floats(), log.k + at * spec.record_k_floats());
+      ctx.backend().gated_delta_decay(rows.g, log.decay + at * decay_floats, n * decay_floats);
       state.count_written(
           slot, static_cast<size_t>(n * (spec.record_k_floats() + spec.record_u_floats() + decay_floats)) * sizeof(float),
           false);
@@ -240,8 +251,8 @@ void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, con
     }
     case Records::ring: {
       float* decay = ctx.buffer(kBufferRecordDecay, n * decay_floats);
-      kernels::cpu::gated_delta_decay(rows.g, decay, n * decay_floats);
-      state.push_delta_records(rl, slot, rows.k, delta_u_out(ctx, rl, run), decay, n, &ctx.pool());
+      ctx.backend().gated_delta_decay(rows.g, decay, n * decay_floats);
+      state.push_delta_records(rl, slot, rows.k, delta_u_out(ctx, rl, run), decay, n, ctx.backend());
       return;
     }
   }
@@ -250,15 +261,15 @@ void finish_delta_rule(ForwardContext& ctx, int rl, const RecurrentRun& run, con
 }  // namespace
 
 void run_delta_rules(ForwardContext& ctx, int rl, const float* q, const float* k, const float* v, const float* g,
-                     const float* beta, float* out, const kernels::cpu::GatedDeltaParams& params) {
+                     const float* beta, float* out, const ops::GatedDeltaParams& params) {
   const std::vector<RecurrentRun>& runs = ctx.recurrent_runs();
-  std::vector<kernels::cpu::GatedDeltaCall>& calls = ctx.delta_calls();
+  std::vector<ops::GatedDeltaCall>& calls = ctx.delta_calls();
   calls.clear();
   const auto rows_of = [&](const RecurrentRun& run) { return run_rows(run, q, k, v, g, beta, out, params); };
   // Runs [first_gathered, end) have their calls in `calls`: one round, then each run's records in run order.
   size_t first_gathered = 0;
   const auto run_gathered = [&](size_t end) {
-    if (!calls.empty()) kernels::cpu::gated_delta_rules(calls, params, &ctx.pool());
+    if (!calls.empty()) ctx.backend().gated_delta_rules(calls, params);
     for (size_t i = first_gathered; i < end; ++i) finish_delta_rule(ctx, rl, runs[i], rows_of(runs[i]));
     calls.clear();
   };

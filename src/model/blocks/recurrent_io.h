@@ -8,7 +8,6 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/gated_delta.h"
 #include "model/forward_context.h"
 
 namespace rwd::model::blocks {
@@ -21,6 +20,6 @@ void run_conv(ForwardContext& ctx, int rl, const RecurrentRun& run, const float*
 // and replay: every slot of a decode step or a verify): q, k [n_tokens, n_head_k, dk]; v, out [n_tokens,
 // n_head_v, dv]; g [n_tokens, n_head_v] (or [.., dk] per channel), beta [n_tokens, n_head_v], for the whole batch.
 void run_delta_rules(ForwardContext& ctx, int rl, const float* q, const float* k, const float* v, const float* g,
-                     const float* beta, float* out, const kernels::cpu::GatedDeltaParams& params);
+                     const float* beta, float* out, const ops::GatedDeltaParams& params);
 
 }  // namespace rwd::model::blocks
