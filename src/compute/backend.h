@@ -19,6 +19,7 @@
 #include "compute/rows.h"
 #include "ops/attention.h"
 #include "ops/gated_delta.h"
+#include "ops/moe.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "tensor/tensor.h"
@@ -82,6 +83,26 @@ class Backend {
   virtual void mul_groups(ConstRows x, const float* factors, int64_t group, Rows out) = 0;
   // acc[r][c] + x[r][c] * factors[c / group] (the product rounded, then the sum).
   virtual void add_mul_groups(Rows acc, ConstRows x, const float* factors, int64_t group) = 0;
+
+  // --- Mixture of experts. Row t's experts in routing order (descending biased score, ties to the lower id) into
+  // experts[t * n_used ..], their weights beside them; the scores softmax (max subtracted, the sum in float64) or
+  // sigmoid, renormalised (sum clamped to 2^-14) and scaled as params say.
+  virtual void route_experts(ConstRows logits, const ops::RouterParams& params, int64_t n_used,
+                             std::span<int32_t> experts, std::span<float> weights) = 0;
+  // routed row t * n_used + j = the FFN of expert experts[t * n_used + j] over x row t; each expert runs once
+  // over the rows routed to it.
+  virtual void moe_experts(ConstRows x, std::span<const int32_t> experts, int64_t n_used,
+                           const ops::ExpertWeights& weights, Rows routed) = 0;
+  // out row t = sum_j weights[t * n_used + j] * routed row t * n_used + j, summed from 0 in routing order;
+  // with accumulate, that sum + out row t (the shared expert's output) instead.
+  virtual void moe_mix(ConstRows routed, std::span<const float> weights, int64_t n_used, Rows out,
+                       bool accumulate) = 0;
+  // rows[t] * sigmoid(gate · x[t]), the dot product in float64 (a shared expert's gate).
+  virtual void sigmoid_dot_scale(Rows rows, ConstRows x, const float* gate) = 0;
+
+  // --- KV store: src row i (one token's [n_head_kv, head_dim] floats) into row rows[i] of dst, converted to
+  // dst.type as the tensor type's from_float does (f16 rounds to nearest even; q8_0 per block of 32).
+  virtual void store_kv(ConstRows src, const ops::KvStore& dst, std::span<const int32_t> rows) = 0;
 
   // --- Attention: every sequence of a layer's step in one round; each (token, head) pair's bits are those of
   // attending on its own sequence (ops/attention.h).

@@ -14,8 +14,18 @@ class ThreadPool;
 
 namespace rwd::compute {
 
-// pool may be null (one thread: the state maintenance of a commit or a rewind outside a forward).
-std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool);
+// Which kernels a CPU backend runs: the set dispatch picked for this CPU (REWIND_ISA may force one), or one set
+// named, whatever dispatch picked; the tee backend (compute/tee_backend.h) runs two side by side, the AVX2
+// path against the scalar one. The float kernels have a scalar and an AVX2 path; every set but scalar takes
+// the AVX2 one.
+enum class CpuKernels { dispatched, scalar, avx2, avxvnni, avx512vnni, vnni_emulated };
+
+// pool may be null (one thread: the state maintenance of a commit or a rewind outside a forward). The CPU must
+// support the kernels (cpu_supports).
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool, CpuKernels kernels = CpuKernels::dispatched);
+bool cpu_supports(CpuKernels kernels);
+// "dispatched", or the set's REWIND_ISA spelling.
+const char* cpu_kernels_name(CpuKernels kernels);
 
 // The name of the CPU kernel set dispatch picked ("avx512vnni", "avx2", ..., REWIND_ISA's spelling).
 const char* cpu_kernel_set();

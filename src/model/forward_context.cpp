@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "base/check.h"
 #include "compute/cpu_backend.h"
@@ -11,7 +12,11 @@
 namespace rwd::model {
 
 ForwardContext::ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens)
-    : model_(model), backend_(compute::make_cpu_backend(&pool)), max_batch_tokens_(max_batch_tokens), logit_vocab_(model.hparams().n_vocab) {
+    : ForwardContext(model, compute::make_cpu_backend(&pool), max_batch_tokens) {}
+
+ForwardContext::ForwardContext(const Model& model, std::unique_ptr<compute::Backend> backend, int64_t max_batch_tokens)
+    : model_(model), backend_(std::move(backend)), max_batch_tokens_(max_batch_tokens),
+      logit_vocab_(model.hparams().n_vocab) {
   REWIND_CHECK(max_batch_tokens > 0, "max_batch_tokens must be positive, got {}", max_batch_tokens);
   hidden_.resize(static_cast<size_t>(max_batch_tokens * model.hparams().n_embd));
 }

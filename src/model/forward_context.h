@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -20,9 +21,8 @@ class Model;
 // The MoE block's working rows (blocks/moe.h), kept by the context so that a step allocates nothing once each
 // has grown to its largest size.
 struct RoutingScratch {
-  std::vector<float> probs, biased, weights, mix;
-  std::vector<int32_t> order, experts;
-  std::vector<int64_t> rows;
+  std::vector<int32_t> experts;  // [n_tokens, n_used]
+  std::vector<float> weights;
 };
 
 // A run of one slot's tokens that meets the recurrent state one way: a slot's tokens split into the plain
@@ -36,7 +36,10 @@ struct RecurrentRun {
 
 class ForwardContext {
  public:
+  // On the CPU backend over `pool`.
   ForwardContext(const Model& model, ThreadPool& pool, int64_t max_batch_tokens);
+  // On a backend of the caller's (another CPU kernel set, a tee of two backends).
+  ForwardContext(const Model& model, std::unique_ptr<compute::Backend> backend, int64_t max_batch_tokens);
 
   // Runs `batch` over `state` and writes the logits of the rows marked want_logits, [n_logit_rows, n_vocab],
   // into `logits`. Errors name the bad token, position or slot; nothing is written to the state then.
@@ -65,6 +68,10 @@ class ForwardContext {
   // The KV row a batch row writes: its position along a chain; in a tree, its run's first position plus its
   // index in the run (siblings share a position).
   int32_t kv_row(int64_t row) const { return kv_rows_[row]; }
+  // Those of a slot span's rows.
+  std::span<const int32_t> kv_rows(const SlotSpan& span) const {
+    return {kv_rows_.data() + span.begin, static_cast<size_t>(span.end - span.begin)};
+  }
   // The key rows of a slot span's tree for the attention kernels; null for a chain.
   const ops::KeyPaths* key_paths(int64_t span_index) const {
     const ops::KeyPaths& paths = key_paths_[span_index];

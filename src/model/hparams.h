@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/gated_delta.h"
+#include "ops/moe.h"
 #include "ops/rope.h"
 
 namespace rwd::model {
@@ -15,7 +16,7 @@ namespace rwd::model {
 // silu and gelu_tanh gate the up projection (down(act(gate x) * up x)); relu_sqr has no gate:
 // down(relu(up x)²) (nemotron_h).
 enum class FfnActivation { silu, gelu_tanh, relu_sqr };
-enum class ExpertGating { softmax, sigmoid };
+using ExpertGating = ops::ExpertGating;
 
 // The mixer of a layer; the state module sizes each slot from the kinds (KV rows or recurrent state).
 enum class LayerKind {

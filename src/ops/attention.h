@@ -37,6 +37,15 @@ struct KvRows {
   size_t row_bytes = 0;
 };
 
+// Where a KV store op writes: rows of one sequence's K or V cache, row p at data + p * row_bytes, n_rows of them
+// allocated; each row is [n_head_kv, head_dim] values of `type` (f32, f16 or q8_0), converted once on store.
+struct KvStore {
+  void* data = nullptr;
+  tensor::DType type = tensor::DType::f32;
+  size_t row_bytes = 0;
+  int64_t n_rows = 0;
+};
+
 // The keys of a token tree (tree speculation): the nodes' K/V rows are not at their positions, since siblings
 // share one. Token t's keys at positions below mapped_from are rows 0 .. mapped_from - 1; those at positions
 // mapped_from .. positions[t] are rows[t * stride + 0 ..] (its ancestors' rows and its own, root first).

@@ -49,6 +49,10 @@ class KvCache {
   // rows: outside a forward, take k_rows()/v_rows() after writing.
   void write_k(int il, int slot, int64_t pos, const float* row);
   void write_v(int il, int slot, int64_t pos, const float* row);
+  // Where a forward stores a slot's K or V rows of layer il (compute::Backend::store_kv): the rows reserved so
+  // far (reserve() before the forward, so that storing never moves them).
+  ops::KvStore k_store(int il, int slot) { return store_of(k_, il, slot, k_type_, k_row_bytes(il)); }
+  ops::KvStore v_store(int il, int slot) { return store_of(v_, il, slot, v_type_, v_row_bytes(il)); }
   // Copies row `from` of a slot over an earlier row `to` in every layer that has row `from`, K and V (a tree's
   // kept path moving into place).
   void copy_row(int slot, int64_t from, int64_t to);
@@ -86,6 +90,12 @@ class KvCache {
   }
   // The rows of (il, slot) in `rows`, grown to hold position pos.
   uint8_t* grown(std::vector<std::vector<uint8_t>>& rows, int il, int slot, int64_t pos, size_t row_bytes);
+  ops::KvStore store_of(std::vector<std::vector<uint8_t>>& rows, int il, int slot, tensor::DType type,
+                        size_t row_bytes) {
+    std::vector<uint8_t>& layer_rows = rows[index(il, slot)];
+    const auto n_rows = row_bytes == 0 ? 0 : static_cast<int64_t>(layer_rows.size() / row_bytes);
+    return {layer_rows.data(), type, row_bytes, n_rows};
+  }
 
   std::vector<KvLayerSpec> layers_;
   int n_slots_;

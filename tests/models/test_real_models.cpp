@@ -146,6 +146,10 @@ std::vector<int32_t> generate(const std::string& target, const std::string& draf
   if (!draft.empty()) {
     options.spec.mode = "draft";
     options.spec.draft_model = draft;
+    // Costs assumed, not timed: on a loaded machine the timed policy may rightly decide drafting does not pay,
+    // and this test is about exactness when it drafts (a verify row at 0.1 of a step, a draft token at 0.3).
+    options.spec.assumed_verify_token = 0.1;
+    options.spec.assumed_draft_token = 0.3;
   }
   auto engine = Engine::open(options);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();

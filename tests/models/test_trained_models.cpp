@@ -40,6 +40,10 @@ std::unique_ptr<Engine> open_model(const std::string& model, const std::string& 
   if (spec != "none") {
     options.spec.draft_max = 4;
     options.spec.draft_model = draft;
+    // Costs assumed, not timed: on a loaded machine the timed policy may rightly find that drafting does not
+    // pay and decode plainly, and these tests are about what speculation outputs when it drafts.
+    options.spec.assumed_verify_token = 0.1;
+    options.spec.assumed_draft_token = 0.1;
   }
   return test::open_engine(options);
 }

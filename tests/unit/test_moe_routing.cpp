@@ -1,4 +1,4 @@
-// The MoE router (route_token) against a float64 reference written here from llama.cpp's build_moe_ffn:
+// The MoE router (compute::Backend::route_experts on the CPU backend) against a float64 reference written here from llama.cpp's build_moe_ffn:
 // softmax and sigmoid scores, a selection bias that only picks the experts, renormalisation with its clamp,
 // the weight scale, ties; then load_moe_hparams on small files (kimi-linear and qwen35moe keys, bad values)
 // and bind_moe_weights through a generated qwen35moe with one shared-expert tensor removed.
@@ -15,6 +15,7 @@
 #include <span>
 #include <unistd.h>
 
+#include "compute/cpu_backend.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/blocks/moe.h"
@@ -25,8 +26,7 @@ namespace rwd {
 namespace {
 
 using model::ExpertGating;
-using model::blocks::RouterParams;
-using model::blocks::route_token;
+using ops::RouterParams;
 
 struct Reference {
   std::vector<int32_t> experts;
@@ -81,12 +81,15 @@ struct Routed {
 Routed route(const std::vector<float>& logits, int64_t n_used, const RouterParams& params) {
   Routed routed{std::vector<int32_t>(n_used, -1), std::vector<float>(n_used, NAN)};
   // Working rows left over from a larger routing, as the engine's are: they must not leak into the result.
-  model::RoutingScratch scratch;
-  scratch.probs.assign(logits.size() + 7, 1e30f);
-  scratch.biased.assign(logits.size() + 7, 1e30f);
-  scratch.order.assign(logits.size() + 7, 0);
-  route_token(logits.data(), static_cast<int64_t>(logits.size()), n_used, params, routed.experts.data(),
-              routed.weights.data(), scratch);
+  const std::unique_ptr<compute::Backend> backend = compute::make_cpu_backend(nullptr);
+  std::vector<float> larger(logits.size() + 7, 1e30f);
+  std::vector<int32_t> larger_experts(larger.size());
+  std::vector<float> larger_weights(larger.size());
+  backend->route_experts({larger.data(), 1, static_cast<int64_t>(larger.size())},
+                         {ExpertGating::sigmoid, nullptr, false, 1.0f}, static_cast<int64_t>(larger.size()),
+                         larger_experts, larger_weights);
+  backend->route_experts({logits.data(), 1, static_cast<int64_t>(logits.size())}, params, n_used, routed.experts,
+                         routed.weights);
   return routed;
 }
 

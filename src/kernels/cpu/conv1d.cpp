@@ -12,16 +12,17 @@
 
 namespace rwd::kernels::cpu {
 
+namespace {
+
+detail::CausalConv1dFn dispatched_conv() {
+  return has_avx2_fma() ? detail::causal_conv1d_avx2 : detail::causal_conv1d_scalar;
+}
+
+}  // namespace
+
 void causal_conv1d(const float* x, int64_t n_tokens, int64_t n_channels, const float* weight, int64_t d_conv,
                    const float* bias, float* window, float* out) {
-  REWIND_CHECK(d_conv >= 1 && d_conv <= kConv1dMaxKernel, "causal_conv1d: d_conv={} must be in 1..{}", d_conv,
-               kConv1dMaxKernel);
-  REWIND_CHECK(n_tokens >= 0 && n_channels >= 0, "causal_conv1d: n_tokens={} n_channels={}", n_tokens, n_channels);
-  if (has_avx2_fma()) {
-    detail::causal_conv1d_avx2(x, n_tokens, n_channels, weight, d_conv, bias, window, out);
-  } else {
-    detail::causal_conv1d_scalar(x, n_tokens, n_channels, weight, d_conv, bias, window, out);
-  }
+  detail::causal_conv1d_with(dispatched_conv(), x, n_tokens, n_channels, weight, d_conv, bias, window, out);
 }
 
 void advance_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window) {
@@ -33,6 +34,23 @@ void advance_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, i
 void causal_conv1d_tree(const float* x, int64_t n_tokens, const int32_t* parents, int64_t n_channels,
                         const float* weight, int64_t d_conv, const float* bias, const float* window, float* scratch,
                         float* out) {
+  detail::causal_conv1d_tree_with(dispatched_conv(), x, n_tokens, parents, n_channels, weight, d_conv, bias, window,
+                                  scratch, out);
+}
+
+namespace detail {
+
+void causal_conv1d_with(CausalConv1dFn fn, const float* x, int64_t n_tokens, int64_t n_channels, const float* weight,
+                        int64_t d_conv, const float* bias, float* window, float* out) {
+  REWIND_CHECK(d_conv >= 1 && d_conv <= kConv1dMaxKernel, "causal_conv1d: d_conv={} must be in 1..{}", d_conv,
+               kConv1dMaxKernel);
+  REWIND_CHECK(n_tokens >= 0 && n_channels >= 0, "causal_conv1d: n_tokens={} n_channels={}", n_tokens, n_channels);
+  fn(x, n_tokens, n_channels, weight, d_conv, bias, window, out);
+}
+
+void causal_conv1d_tree_with(CausalConv1dFn fn, const float* x, int64_t n_tokens, const int32_t* parents,
+                             int64_t n_channels, const float* weight, int64_t d_conv, const float* bias,
+                             const float* window, float* scratch, float* out) {
   const int64_t n_window = d_conv - 1;
   int32_t ancestors[kConv1dMaxKernel];
   for (int64_t t = 0; t < n_tokens;) {
@@ -47,12 +65,11 @@ void causal_conv1d_tree(const float* x, int64_t n_tokens, const int32_t* parents
     for (int64_t i = n_ancestors - 1; i >= 0; --i) {
       detail::shift_conv_window(x + ancestors[i] * n_channels, 1, n_channels, d_conv, scratch);
     }
-    causal_conv1d(x + t * n_channels, end - t, n_channels, weight, d_conv, bias, scratch, out + t * n_channels);
+    causal_conv1d_with(fn, x + t * n_channels, end - t, n_channels, weight, d_conv, bias, scratch,
+                       out + t * n_channels);
     t = end;
   }
 }
-
-namespace detail {
 
 void shift_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window) {
   const int64_t n_window = d_conv - 1;

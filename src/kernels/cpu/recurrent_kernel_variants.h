@@ -20,6 +20,14 @@ void causal_conv1d_scalar(const float* x, int64_t n_tokens, int64_t n_channels, 
                           const float* bias, float* window, float* out);
 void causal_conv1d_avx2(const float* x, int64_t n_tokens, int64_t n_channels, const float* weight, int64_t d_conv,
                         const float* bias, float* window, float* out);
+using CausalConv1dFn = void (*)(const float* x, int64_t n_tokens, int64_t n_channels, const float* weight,
+                                int64_t d_conv, const float* bias, float* window, float* out);
+// causal_conv1d and causal_conv1d_tree (conv1d.h) with a chosen path: their argument checks, then fn.
+void causal_conv1d_with(CausalConv1dFn fn, const float* x, int64_t n_tokens, int64_t n_channels, const float* weight,
+                        int64_t d_conv, const float* bias, float* window, float* out);
+void causal_conv1d_tree_with(CausalConv1dFn fn, const float* x, int64_t n_tokens, const int32_t* parents,
+                             int64_t n_channels, const float* weight, int64_t d_conv, const float* bias,
+                             const float* window, float* scratch, float* out);
 
 // Leaves window holding the last d_conv - 1 rows of concat(window, x); both paths finish with it.
 void shift_conv_window(const float* x, int64_t n_tokens, int64_t n_channels, int64_t d_conv, float* window);

@@ -16,10 +16,9 @@ void attend_slots(ForwardContext& ctx, int kv_layer, const float* q, const float
   calls.clear();
   for (size_t si = 0; si < ctx.slot_spans().size(); ++si) {
     const SlotSpan& span = ctx.slot_spans()[si];
-    for (int64_t t = span.begin; t < span.end; ++t) {
-      kv.write_k(kv_layer, span.slot, ctx.kv_row(t), k + t * kv_width);
-      kv.write_v(kv_layer, span.slot, ctx.kv_row(t), v + t * kv_width);
-    }
+    const int64_t n = span.end - span.begin;
+    ctx.backend().store_kv({k + span.begin * kv_width, n, kv_width}, kv.k_store(kv_layer, span.slot), ctx.kv_rows(span));
+    ctx.backend().store_kv({v + span.begin * kv_width, n, kv_width}, kv.v_store(kv_layer, span.slot), ctx.kv_rows(span));
     calls.push_back({q + span.begin * q_width, batch.positions.data() + span.begin, span.end - span.begin,
                      kv.k_rows(kv_layer, span.slot), kv.v_rows(kv_layer, span.slot), ctx.kv_row(span.end - 1) + 1,
                      mixed + span.begin * q_width, ctx.key_paths(static_cast<int64_t>(si))});

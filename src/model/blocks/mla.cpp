@@ -107,9 +107,8 @@ void mla(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   calls.clear();
   for (size_t si = 0; si < ctx.slot_spans().size(); ++si) {
     const SlotSpan& span = ctx.slot_spans()[si];
-    for (int64_t t = span.begin; t < span.end; ++t) {
-      kv.write_k(kv_layer, span.slot, ctx.kv_row(t), latent.row(t));
-    }
+    backend.store_kv(latent.rows(span.begin, span.end - span.begin), kv.k_store(kv_layer, span.slot),
+                     ctx.kv_rows(span));
     const ops::KvRows rows = kv.k_rows(kv_layer, span.slot);
     calls.push_back({q_latent.row(span.begin), batch.positions.data() + span.begin, span.end - span.begin, rows, rows,
                      ctx.kv_row(span.end - 1) + 1, attended.row(span.begin), ctx.key_paths(static_cast<int64_t>(si))});

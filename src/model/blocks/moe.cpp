@@ -1,8 +1,7 @@
 #include "model/blocks/moe.h"
 
-#include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <span>
 
 #include "gguf/keys.h"
 #include "gguf/tensor_names.h"
@@ -17,54 +16,6 @@ using gguf::TensorKind;
 
 }  // namespace
 
-void route_token(const float* router_logits, int64_t n_expert, int64_t n_used, const RouterParams& params,
-                 int32_t* experts, float* weights, RoutingScratch& scratch) {
-  std::vector<float>& probs = scratch.probs;  // the router scores, "ffn_moe_probs"
-  probs.resize(static_cast<size_t>(n_expert));
-  switch (params.gating) {
-    case ExpertGating::softmax: {
-      float max_logit = router_logits[0];
-      for (int64_t e = 1; e < n_expert; ++e) max_logit = std::max(max_logit, router_logits[e]);
-      double sum = 0.0;
-      for (int64_t e = 0; e < n_expert; ++e) sum += (probs[e] = std::exp(router_logits[e] - max_logit));
-      for (int64_t e = 0; e < n_expert; ++e) probs[e] = static_cast<float>(probs[e] / sum);
-      break;
-    }
-    case ExpertGating::sigmoid:
-      for (int64_t e = 0; e < n_expert; ++e) probs[e] = 1.0f / (1.0f + std::exp(-router_logits[e]));
-      break;
-  }
-  // The bias only decides which experts are chosen; the weights stay the unbiased scores (DeepSeek V3).
-  std::vector<float>& biased = scratch.biased;
-  const float* selection = probs.data();
-  if (params.selection_bias != nullptr) {
-    biased.resize(probs.size());
-    for (int64_t e = 0; e < n_expert; ++e) biased[e] = probs[e] + params.selection_bias[e];
-    selection = biased.data();
-  }
-  std::vector<int32_t>& order = scratch.order;
-  order.resize(static_cast<size_t>(n_expert));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + n_used, order.end(), [&](int32_t a, int32_t b) {
-    return selection[a] > selection[b] || (selection[a] == selection[b] && a < b);
-  });
-  for (int64_t j = 0; j < n_used; ++j) {
-    experts[j] = order[j];
-    weights[j] = probs[order[j]];
-  }
-  // As llama.cpp: renormalise first, then scale; the sum is clamped to the smallest normal fp16 so a
-  // degenerate router (sigmoid scores all near 0) cannot divide by 0.
-  if (params.norm) {
-    float chosen_sum = 0.0f;
-    for (int64_t j = 0; j < n_used; ++j) chosen_sum += weights[j];
-    chosen_sum = std::max(chosen_sum, 6.103515625e-5f);
-    for (int64_t j = 0; j < n_used; ++j) weights[j] /= chosen_sum;
-  }
-  if (params.scale != 0.0f && params.scale != 1.0f) {
-    for (int64_t j = 0; j < n_used; ++j) weights[j] *= params.scale;
-  }
-}
-
 void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float* out) {
   const HParams& hp = model.hparams();
   const LayerWeights& lw = model.weights().layers[il];
@@ -72,53 +23,24 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
   const int64_t n_embd = hp.n_embd;
   const int64_t n_used = hp.n_expert_used;
   const bool gated = hp.ffn_activation != FfnActivation::relu_sqr;
-  const RouterParams router_params{hp.expert_gating, lw.ffn_exp_probs_b.valid() ? lw.ffn_exp_probs_b.f32() : nullptr,
-                                   hp.expert_weights_norm, hp.expert_weights_scale};
-
+  const ops::RouterParams router_params{hp.expert_gating,
+                                        lw.ffn_exp_probs_b.valid() ? lw.ffn_exp_probs_b.f32() : nullptr,
+                                        hp.expert_weights_norm, hp.expert_weights_scale};
   compute::Backend& backend = ctx.backend();
   const compute::ConstRows input{x, n_tokens, n_embd};
-  float* router = ctx.buffer(kBufferHeadParams, n_tokens * hp.n_expert);  // [n_tokens, n_expert]
-  backend.matmul(lw.ffn_gate_inp, input, {router, n_tokens, hp.n_expert});
+  const compute::Rows output{out, n_tokens, n_embd};
+  const compute::Rows router{ctx.buffer(kBufferHeadParams, n_tokens * hp.n_expert), n_tokens, hp.n_expert};
+  backend.matmul(lw.ffn_gate_inp, input, router);
   RoutingScratch& scratch = ctx.routing_scratch();
-  std::vector<int32_t>& experts = scratch.experts;
-  std::vector<float>& weights = scratch.weights;
-  experts.resize(static_cast<size_t>(n_tokens * n_used));
-  weights.resize(static_cast<size_t>(n_tokens * n_used));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    route_token(router + t * hp.n_expert, hp.n_expert, n_used, router_params, experts.data() + t * n_used,
-                weights.data() + t * n_used, scratch);
-  }
-
-  // Per expert: gather its tokens' rows, run the expert once over them, scatter into [n_tokens, n_used, n_embd].
-  float* routed = ctx.buffer(kBufferMixed, n_tokens * n_used * n_embd);
-  float* gathered = ctx.buffer(kBufferConvIn, n_tokens * n_embd);
-  float* gate = ctx.buffer(kBufferFfnGate, n_tokens * hp.n_ff_exp);
-  float* up = ctx.buffer(kBufferFfnUp, n_tokens * hp.n_ff_exp);
-  float* expert_out = ctx.buffer(kBufferConvOut, n_tokens * n_embd);
-  std::vector<int64_t>& slots = scratch.rows;  // index t * n_used + j of each gathered row
-  for (int64_t e = 0; e < hp.n_expert; ++e) {
-    slots.clear();
-    for (int64_t i = 0; i < n_tokens * n_used; ++i) {
-      if (experts[i] == e) slots.push_back(i);
-    }
-    if (slots.empty()) continue;
-    const int64_t n_rows = static_cast<int64_t>(slots.size());
-    for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x + (slots[r] / n_used) * n_embd, n_embd, gathered + r * n_embd);
-    const compute::Rows expert_in{gathered, n_rows, n_embd};
-    const compute::Rows expert_gate_rows{gate, n_rows, hp.n_ff_exp};
-    const tensor::Tensor& expert_up = lw.ffn_up_experts[e];
-    if (gated) {
-      const tensor::Tensor& expert_gate = lw.ffn_gate_experts[e];
-      backend.matmul_shared_input({{&expert_gate, gate}, {&expert_up, up}}, expert_in);
-      backend.swiglu(expert_gate_rows, compute::ConstRows{up, n_rows, hp.n_ff_exp}, expert_gate_rows);
-    } else {
-      backend.matmul(expert_up, expert_in, expert_gate_rows);
-      backend.relu_sqr(expert_gate_rows);
-    }
-    backend.matmul(lw.ffn_down_experts[e], expert_gate_rows, {expert_out, n_rows, n_embd});
-    for (int64_t r = 0; r < n_rows; ++r) std::copy_n(expert_out + r * n_embd, n_embd, routed + slots[r] * n_embd);
-  }
-
+  scratch.experts.resize(static_cast<size_t>(n_tokens * n_used));
+  scratch.weights.resize(static_cast<size_t>(n_tokens * n_used));
+  backend.route_experts(router, router_params, n_used, scratch.experts, scratch.weights);
+  // [n_tokens * n_used, n_embd]: each token's experts' outputs in routing order.
+  const compute::Rows routed{ctx.buffer(kBufferMixed, n_tokens * n_used * n_embd), n_tokens * n_used, n_embd};
+  const ops::ExpertWeights experts{gated ? std::span<const tensor::Tensor>(lw.ffn_gate_experts)
+                                         : std::span<const tensor::Tensor>(),
+                                   lw.ffn_up_experts, lw.ffn_down_experts};
+  backend.moe_experts(input, scratch.experts, n_used, experts, routed);
   // Shared expert (when the layer has one), then the routed outputs added in routing order (a fixed order per
   // token): out = mix + shared, as llama.cpp adds ffn_shexp to ffn_moe_out.
   const bool has_shared = lw.ffn_up_shexp.valid();
@@ -133,31 +55,10 @@ void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float*
       backend.matmul(lw.ffn_up_shexp, input, shared_gate);
       backend.relu_sqr(shared_gate);
     }
-    backend.matmul(lw.ffn_down_shexp, shared_gate, {out, n_tokens, n_embd});
+    backend.matmul(lw.ffn_down_shexp, shared_gate, output);
+    if (lw.ffn_gate_inp_shexp.valid()) backend.sigmoid_dot_scale(output, input, lw.ffn_gate_inp_shexp.f32());
   }
-  const float* gate_inp_shexp = has_shared && lw.ffn_gate_inp_shexp.valid() ? lw.ffn_gate_inp_shexp.f32() : nullptr;
-  std::vector<float>& mix = scratch.mix;
-  mix.resize(static_cast<size_t>(n_embd));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* row = out + t * n_embd;
-    if (gate_inp_shexp != nullptr) {
-      double logit = 0.0;
-      for (int64_t i = 0; i < n_embd; ++i) logit += static_cast<double>(gate_inp_shexp[i]) * x[t * n_embd + i];
-      const float shared_scale = 1.0f / (1.0f + std::exp(-static_cast<float>(logit)));
-      for (int64_t i = 0; i < n_embd; ++i) row[i] *= shared_scale;
-    }
-    std::fill(mix.begin(), mix.end(), 0.0f);
-    for (int64_t j = 0; j < n_used; ++j) {
-      const float w = weights[t * n_used + j];
-      const float* expert_row = routed + (t * n_used + j) * n_embd;
-      for (int64_t i = 0; i < n_embd; ++i) mix[i] += w * expert_row[i];
-    }
-    if (has_shared) {
-      for (int64_t i = 0; i < n_embd; ++i) row[i] = mix[i] + row[i];
-    } else {
-      std::copy(mix.begin(), mix.end(), row);
-    }
-  }
+  backend.moe_mix(routed, scratch.weights, n_used, output, has_shared);
 }
 
 Status load_moe_hparams(const gguf::GgufFile& file, HParams& hp) {

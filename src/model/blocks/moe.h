@@ -14,21 +14,8 @@
 
 namespace rwd::model::blocks {
 
-// How one token's router logits become experts and weights; the order of operations is llama.cpp's.
-struct RouterParams {
-  ExpertGating gating;          // scores = softmax(logits) or sigmoid(logits), per expert
-  const float* selection_bias;  // [n_expert] added to the scores for choosing only (nullptr: none)
-  bool norm;                    // divide the chosen scores by their sum, clamped below at 2^-14
-  float scale;                  // then multiply by it, unless it is 0 or 1
-};
-
 // x: [n_tokens, n_embd] normed input; out: [n_tokens, n_embd].
 void moe(const Model& model, ForwardContext& ctx, int il, const float* x, float* out);
-
-// Experts of one token in routing order (descending biased score, ties to the lower id) and their weights;
-// scratch's probs, biased and order are its working rows.
-void route_token(const float* router_logits, int64_t n_expert, int64_t n_used, const RouterParams& params,
-                 int32_t* experts, float* weights, RoutingScratch& scratch);
 
 // expert_count, expert_used_count (required); expert_feed_forward_length (default n_ff / n_expert_used);
 // shared width: expert_shared_feed_forward_length, else expert_feed_forward_length * expert_shared_count,
